@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from graphlint.model import Diagnostic, ModuleModel
+from graphlint.rules.gl002_hidden_state_not_detached import reported_carries
 
 CODE = "GL001"
 NAME = "backward-through-freed-graph"
@@ -48,4 +49,58 @@ SUMMARY = "Backward through a graph that an earlier backward already freed."
 
 
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
-    yield from ()
+    recurrent_sites = {fact.origin[0] for fact in reported_carries(model).values()}
+    roots_of = {}
+    for backward in model.facts.backwards:
+        roots_of.setdefault(backward.call, set()).update(backward.roots)
+    reported = set()
+    for backward in model.facts.backwards:
+        if backward.call in reported:
+            continue
+        message = _freed_graph(model, backward, recurrent_sites, roots_of) or _stepped_graph(
+            model, backward, recurrent_sites
+        )
+        if message:
+            reported.add(backward.call)
+            yield model.diagnostic(backward.call, message)
+
+
+def _evidenced(model: ModuleModel, backward, origin, roots) -> bool:
+    site = model.sites[origin[0]]
+    built_before_loop = backward.loop is not None and backward.loop not in site.loops
+    return model.origin_is_graph(origin, certain=built_before_loop, roots=roots) and (
+        not built_before_loop or site.strength >= 3 or origin[0] in roots
+    )
+
+
+def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:
+    for origin, earlier in sorted(backward.freed_hits.items(), key=lambda item: model.site_line(item[0][0])):
+        if origin[1] and origin[0] in recurrent_sites:
+            continue  # reaches the backward only through recurrent state: GL002's finding
+        roots = backward.roots | roots_of.get(earlier, set())
+        if not _evidenced(model, backward, origin, roots):
+            continue
+        line = model.site_line(origin[0])
+        earlier_line = model.line(earlier)
+        when = "in an earlier iteration" if earlier is backward.call else f"at line {earlier_line}"
+        return (
+            f"backward through the graph built at line {line}, which the backward {when} "
+            f"already freed; recompute the forward before this backward, detach what must not "
+            f"be backwarded twice, or sum the losses and call backward once"
+        )
+    return None
+
+
+def _stepped_graph(model, backward, recurrent_sites) -> str | None:
+    for origin, step in backward.stepped_hits.items():
+        if origin[1] and origin[0] in recurrent_sites:
+            continue
+        if not model.origin_is_graph(origin, roots=backward.roots):
+            continue
+        line = model.site_line(origin[0])
+        return (
+            f"backward through the graph built at line {line} after the step at line "
+            f"{model.line(step)} modified in place the parameters it saved (PyTorch raises "
+            f"'modified by an inplace operation'); backward before the step or recompute the forward"
+        )
+    return None

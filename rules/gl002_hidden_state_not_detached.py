@@ -44,4 +44,44 @@ SUMMARY = "Recurrent state carries the previous batch's graph into the next forw
 
 
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
-    yield from ()
+    for call, fact in reported_carries(model).items():
+        state = model.code(fact.argument)
+        forward_line = model.site_line(fact.origin[0])
+        how = (
+            "kept alive by retain_graph=True, so every backward walks all earlier batches"
+            if fact.freed_by is None
+            else f"freed by the backward at line {model.line(fact.freed_by)}"
+        )
+        yield model.diagnostic(
+            call,
+            f"hidden state '{state}' carries the graph of the forward at line {forward_line} "
+            f"into the next iteration ({how}); detach it before this call "
+            f"({_detach_hint(state)})",
+        )
+
+
+def reported_carries(model: ModuleModel) -> dict:
+    """The carried-state facts GL002 reports, one per consuming call (GL001 defers to these)."""
+    found: dict = {}
+    for fact in model.facts.carried:
+        if fact.freed_by is None and _cut_somewhere(model, fact):
+            # Only retained, and the loop does cut this state (every k steps): deliberate TBPTT.
+            continue
+        found.setdefault(fact.call, fact)
+    return found
+
+
+def _cut_somewhere(model: ModuleModel, fact) -> bool:
+    if fact.path is None:
+        return False
+    for loop in fact.loops or ((fact.loop,) if fact.loop else ()):
+        for path in model.facts.cut_paths.get(loop, ()):
+            if path == fact.path or path.startswith(fact.path + ".") or path.startswith(fact.path + "[") or fact.path.startswith(path):
+                return True
+    return False
+
+
+def _detach_hint(state: str) -> str:
+    if state.isidentifier() or state.replace(".", "").replace("_", "").isalnum():
+        return f"{state} = {state}.detach()"
+    return "detach every tensor of the state"

@@ -1,0 +1,457 @@
+"""What a call does to graph provenance: events, cuts, forwards, and inlined helpers."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from graphlint.model import events as ev
+from graphlint.model.names import (
+    CUTTING_BUILTINS,
+    CUTTING_METHODS,
+    INPLACE_CUTS,
+    PASSING_BUILTINS,
+    TORCH_CUTTING,
+    dotted,
+    is_module_class,
+    is_optimizer_class,
+    is_scheduler_class,
+    is_torch_factory,
+    is_true,
+    keyword,
+    last_part,
+    positional,
+)
+from graphlint.model.program import MODULE, OPTIMIZER, SCALER, SCHEDULER, ACCELERATOR, INSTANCE
+from graphlint.model.provenance import (
+    CERTAIN,
+    EMPTY,
+    LIKELY,
+    MAX_INLINE_DEPTH,
+    NEW,
+    WEAK,
+    State,
+)
+
+# Methods that mutate a container in place by adding the argument to it.
+_CONTAINER_ADDS = frozenset({"append", "extend", "insert", "add", "appendleft", "update", "setdefault", "put"})
+# Methods returning (part of) the receiver's content.
+_CONTAINER_READS = frozenset({"get", "pop", "values", "items", "copy", "popleft", "clone", "contiguous"})
+# Module methods that do not run a forward.
+_MODULE_HOUSEKEEPING = frozenset({
+    "train", "eval", "to", "cuda", "cpu", "half", "float", "double", "zero_grad",
+    "state_dict", "load_state_dict", "apply", "named_modules", "modules", "children",
+    "register_buffer", "register_forward_hook", "requires_grad_", "init_hidden",
+    "init_hidden_state", "reset_parameters", "save_pretrained", "named_buffers", "buffers",
+})
+_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+_NON_TORCH_CUTTING_ROOTS = ("math.", "numpy.", "np.", "random.", "time.", "os.", "json.", "logging.", "wandb.")
+
+
+class _CallEvaluator:
+    def __init__(self, ctx, call: cst.Call) -> None:
+        self.ctx = ctx
+        self.interp = ctx.interp
+        self.program = ctx.program
+        self.frame = ctx.frame
+        self.call = call
+
+    # ----- helpers -----
+    def args_value(self, skip: int = 0) -> frozenset:
+        value = EMPTY
+        for index, arg in enumerate(self.call.args):
+            if index < skip:
+                continue
+            value = value | self.ctx.eval(arg.value)
+        return value
+
+    def has_graph(self, expr: cst.BaseExpression) -> bool:
+        return bool(self.ctx.eval_quiet(expr) - {NEW})
+
+    def qualify(self, expr: cst.BaseExpression) -> str | None:
+        name = dotted(expr)
+        if name is None:
+            return None
+        root = name.split(".")[0]
+        if root in self.frame.scope.locals or root in self.frame.aliases:
+            return None
+        return self.program.imports.qualify(expr)
+
+    def kinds(self, expr: cst.BaseExpression) -> set[str]:
+        return self.interp.kinds(self.frame, expr)
+
+    def forward(self, strength: int, callee: cst.BaseExpression | None) -> frozenset:
+        """A forward call: its result is a new graph node."""
+        if self.ctx.no_grad:
+            return EMPTY
+        self.ctx.produced = max(self.ctx.produced, strength)
+        if callee is not None:
+            path = self.interp.path(self.frame, callee)
+            if path:
+                self.ctx.callees.add(path)
+        if strength >= LIKELY:
+            self.interp.forwards_run += 1
+            if self.interp.recording:
+                self.check_carried_state()
+                for loop in self.ctx.loop_keys:
+                    self.interp.facts.active_loops.add(loop)
+        return frozenset({NEW})
+
+    def check_carried_state(self) -> None:
+        """Record arguments that carry this very statement's previous graph (recurrent state)."""
+        ctx = self.ctx
+        if ctx.site is None or ctx.no_grad:
+            return
+        state = ctx.state
+        for arg in self.call.args:
+            value = ctx.eval_quiet(arg.value)
+            for origin in value:
+                if origin[0] != ctx.site.id:
+                    continue
+                freed, traversed = state.freed.get(origin), state.traversed.get(origin)
+                if freed is None and traversed is None:
+                    continue
+                self.interp.facts.carried.append(
+                    ev.CarriedState(
+                        self.call, origin, freed, traversed,
+                        self.interp.path(self.frame, arg.value), ctx.loop, arg.value,
+                        tuple(ctx.loop_keys),
+                    )
+                )
+
+    # ----- entry -----
+    def evaluate(self) -> frozenset:
+        call, ctx = self.call, self.ctx
+        event = ev.recognise(call, self.kinds, self.has_graph, self.qualify)
+        if isinstance(event, ev.BackwardCall):
+            return self.backward(event)
+        if isinstance(event, ev.StepCall):
+            return self.step(event)
+        if isinstance(event, ev.ZeroGradCall):
+            self.ctx.eval(event.owner)
+            return EMPTY
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            return self.method_call(func)
+        if isinstance(func, cst.Name):
+            return self.name_call(func)
+        # self.layers[i](x), make_model()(x), ...
+        callee_value = ctx.eval(func)
+        return callee_value | self.args_value() | self.forward(LIKELY, None)
+
+    # ----- events -----
+    def backward(self, event: ev.BackwardCall) -> frozenset:
+        ctx, state, interp = self.ctx, self.ctx.state, self.interp
+        value = ctx.eval(event.target) - {NEW}
+        for arg in self.call.args:
+            if arg.value is not event.target:
+                ctx.eval(arg.value)
+        if interp.recording:
+            freed_hits = {o: state.freed[o] for o in value if o in state.freed}
+            stepped_hits = {o: state.stepped[o] for o in value if o in state.stepped}
+            interp.facts.backwards.append(
+                ev.Backward(
+                    self.call, event.spelling, value, event.retain, event.writes_grad,
+                    freed_hits, stepped_hits, ctx.loop, self._roots(event.target, value),
+                )
+            )
+            for loop in ctx.loop_keys:
+                interp.facts.active_loops.add(loop)
+        interp.facts.backwarded_sites.update(o[0] for o in value)
+        for origin in value:
+            state.traversed.setdefault(origin, self.call)
+            if not event.retain:
+                state.freed.setdefault(origin, self.call)
+        if not event.writes_grad and keyword(self.call, "create_graph") is not None:
+            return value
+        return EMPTY
+
+    def _roots(self, target: cst.BaseExpression, value: frozenset) -> frozenset:
+        paths = set()
+        stack = [target]
+        while stack:
+            node = stack.pop()
+            path = self.interp.path(self.frame, node) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
+            if path is not None:
+                paths.add(path)
+                continue
+            stack.extend(child for child in node.children if isinstance(child, cst.BaseExpression))
+        sites = self.interp.sites
+        roots = {o[0] for o in value if sites[o[0]].targets & paths}
+        if isinstance(target, cst.Call) or not paths:
+            roots |= {self.ctx.site.id} if self.ctx.site is not None else set()
+        return frozenset(roots)
+
+    def step(self, event: ev.StepCall) -> frozenset:
+        ctx, state = self.ctx, self.ctx.state
+        if event.closure is not None:
+            self._call_closure(event.closure)
+        local = dotted(event.optimizer)
+        models = self.program.optimizer_models(self.frame.scope, local) if local else set()
+        resolved = {self._resolve_dotted(m) for m in models}
+        resolved.discard(None)
+        if resolved:
+            sites = self.interp.sites
+            live = set()
+            for value in state.env.values():
+                live |= value
+            for origin in live:
+                callees = sites[origin[0]].callees if origin[0] >= 0 else ()
+                if any(_related(callee, model) for callee in callees for model in resolved):
+                    state.stepped.setdefault(origin, self.call)
+        return EMPTY
+
+    def _call_closure(self, closure: cst.BaseExpression) -> None:
+        if isinstance(closure, cst.Name) and closure.value in self.frame.local_defs:
+            self.inline(self.frame.local_defs[closure.value], None, None)
+        elif isinstance(closure, cst.Name) and closure.value in self.program.functions:
+            self.inline(self.program.functions[closure.value], None, None)
+
+    def _resolve_dotted(self, local: str) -> str | None:
+        root, _, rest = local.partition(".")
+        base = self.interp.path(self.frame, cst.Name(root))
+        if base is None:
+            return None
+        return f"{base}.{rest}" if rest else base
+
+    # ----- calls by shape -----
+    def name_call(self, func: cst.Name) -> frozenset:
+        ctx = self.ctx
+        name = func.value
+        frame = self.frame
+        if name in frame.local_defs:
+            return self.inline_or_unknown(frame.local_defs[name], None, None)
+        is_local = name in frame.scope.locals or name in frame.aliases
+        if not is_local:
+            if name in CUTTING_BUILTINS:
+                self.args_value()
+                return EMPTY
+            if name in PASSING_BUILTINS:
+                return self.args_value()
+            if name in self.program.functions:
+                return self.inline_or_unknown(self.program.functions[name], None, None)
+            if name in self.program.classes:
+                return self.construct(self.program.classes[name])
+            qualified = self.qualify(func)
+            if qualified:
+                return self.qualified_call(qualified)
+            return self.args_value()
+        kinds = self.kinds(func)
+        cls = self.program.class_of_instance(kinds)
+        if cls is not None:
+            return self.instance_call(cls, func)
+        if kinds & {OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR}:
+            return self.args_value()
+        strength = CERTAIN if MODULE in kinds else LIKELY
+        return self.args_value() | self.forward(strength, func)
+
+    def qualified_call(self, qualified: str) -> frozenset:
+        """A call of something imported: torch, numpy, math, another package."""
+        call = self.call
+        if qualified.startswith("torch."):
+            name = last_part(qualified)
+            if is_torch_factory(qualified):
+                self.args_value()
+                if is_true(keyword(call, "requires_grad")):
+                    return self.leaf()
+                return EMPTY
+            if name in TORCH_CUTTING:
+                self.args_value()
+                return EMPTY
+            if name == "Parameter" or qualified.endswith("nn.parameter.Parameter"):
+                self.args_value()
+                return self.leaf()
+            if qualified.startswith("torch.nn.utils.") or qualified.startswith("torch.optim."):
+                self.args_value()
+                return EMPTY
+            if is_module_class(qualified) or is_optimizer_class(qualified) or is_scheduler_class(qualified):
+                self.args_value()
+                return EMPTY
+            if name[:1].isupper():
+                self.args_value()
+                return EMPTY
+            return self.args_value()
+        if qualified.startswith(_NON_TORCH_CUTTING_ROOTS) or qualified.split(".")[0] in ("math", "numpy", "random", "time", "os", "json", "logging"):
+            self.args_value()
+            return EMPTY
+        if last_part(qualified) == "Tensor" or last_part(qualified)[:1].isupper():
+            return self.maybe_leaf_constructor()
+        return self.args_value() | self.forward(WEAK, None)
+
+    def leaf(self) -> frozenset:
+        """A tensor that requires grad: graph-bearing from here on, never freed itself."""
+        if self.ctx.no_grad:
+            return EMPTY
+        self.ctx.produced = max(self.ctx.produced, CERTAIN)
+        return frozenset({NEW})
+
+    def maybe_leaf_constructor(self) -> frozenset:
+        """``Tensor(data, autograd=True)`` (a custom engine) or ``requires_grad=True``: a new leaf."""
+        value = self.args_value()
+        if is_true(keyword(self.call, "autograd")) or is_true(keyword(self.call, "requires_grad")):
+            return self.leaf()
+        return EMPTY if not value else value
+
+    def method_call(self, func: cst.Attribute) -> frozenset:
+        ctx = self.ctx
+        method = func.attr.value
+        owner = func.value
+        qualified = self.qualify(func)
+        if qualified:
+            return self.qualified_call(qualified)
+        if method in INPLACE_CUTS:
+            self.inplace_cut(owner)
+            return EMPTY
+        if method in CUTTING_METHODS:
+            ctx.eval(owner)
+            self.args_value()
+            return EMPTY
+        kinds = self.kinds(owner)
+        cls = self.program.class_of_instance(kinds) if kinds else None
+        if cls is None and isinstance(owner, cst.Name) and owner.value == "self" and self.frame.scope.cls is not None:
+            cls = self.frame.scope.cls
+        if cls is not None:
+            found = self.program.method(cls, method)
+            if found is not None:
+                return self.inline_or_unknown(found[1], found[0], owner)
+        if method in _PARAMETER_METHODS:
+            return self.leaf()
+        if kinds & {OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR} and method not in ("scale",):
+            if method == "prepare":
+                return self.args_value()
+            self.args_value()
+            return EMPTY
+        if MODULE in kinds:
+            if method in _MODULE_HOUSEKEEPING:
+                self.args_value()
+                return EMPTY
+            return self.args_value() | self.forward(CERTAIN, owner)
+        owner_value = ctx.eval(owner)
+        if method in _CONTAINER_ADDS:
+            added = self.args_value()
+            self.container_add(owner, added, method)
+            return EMPTY
+        if method in _CONTAINER_READS:
+            return owner_value | self.args_value()
+        if owner_value - {NEW}:
+            # A tensor method: the result is a node of the same graph.
+            return owner_value | self.args_value()
+        if isinstance(owner, cst.Name) and owner.value in ("self", "cls"):
+            return self.args_value() | self.forward(LIKELY, func)
+        return owner_value | self.args_value() | self.forward(WEAK, None)
+
+    def inplace_cut(self, owner: cst.BaseExpression) -> None:
+        path = self.interp.path(self.frame, owner)
+        if path is None:
+            return
+        self.ctx.state.set(path, EMPTY)
+        self.ctx._cut(path)
+        if isinstance(owner, cst.Name) and owner.value in self.frame.iterating:
+            container = self.frame.iterating[owner.value]
+            self.ctx.state.set(container, EMPTY)
+            self.ctx._cut(container)
+
+    def container_add(self, owner: cst.BaseExpression, added: frozenset, method: str) -> None:
+        path = self.interp.path(self.frame, owner)
+        if path is None and isinstance(owner, cst.Subscript):
+            path = self.interp.path(self.frame, owner.value)
+        if method == "update" and self.ctx._is_param_group(owner):
+            if self.interp.recording:
+                for arg in self.call.args:
+                    value = self.ctx.eval_quiet(arg.value) - {NEW}
+                    self.interp.facts.hyperparameters.append(
+                        ev.HyperparameterWrite(self.ctx.stmt, self.call, value, self.ctx.loop)
+                    )
+            return
+        if path is None:
+            return
+        stored = self.ctx.materialise(added) if added - {NEW} else EMPTY
+        if stored:
+            self.ctx.state.add(path, stored)
+        self.ctx._accumulation(owner, added - {NEW}, stored)
+
+    # ----- helpers of this module -----
+    def inline_or_unknown(self, func: cst.FunctionDef, cls, owner) -> frozenset:
+        result = self.inline(func, cls, owner)
+        if result is None:
+            return self.args_value() | self.forward(WEAK, None)
+        return result
+
+    def instance_call(self, cls, callee: cst.BaseExpression) -> frozenset:
+        found = self.program.method(cls, "forward") or self.program.method(cls, "__call__")
+        strength = CERTAIN if cls.is_module else LIKELY
+        if found is None:
+            return self.args_value() | self.forward(strength, callee)
+        result = self.inline(found[1], found[0], callee)
+        if result is None:
+            return self.args_value() | self.forward(strength, callee)
+        return result | self.forward(strength, callee)
+
+    def construct(self, cls) -> frozenset:
+        target = getattr(self.ctx, "construct_target", None)
+        found = self.program.method(cls, "__init__")
+        if found is not None and target is not None:
+            self.inline(found[1], found[0], target)
+        else:
+            self.args_value()
+        return EMPTY
+
+    def inline(self, func: cst.FunctionDef, cls, owner) -> frozenset | None:
+        """Analyse ``func`` at this call with the caller's state; None when it cannot be inlined."""
+        interp, ctx = self.interp, self.ctx
+        if self.frame.depth >= MAX_INLINE_DEPTH:
+            return None
+        if func in interp._stack:
+            # Recursion: the recursive call contributes what the other paths return.
+            self.args_value()
+            return EMPTY
+        scope = self.program.scope_of(func)
+        aliases: dict[str, str | None] = {}
+        params = list(scope.params)
+        bound: dict[str, frozenset] = {}
+        is_method = cls is not None and params and params[0] in ("self", "cls")
+        if is_method:
+            first = params.pop(0)
+            aliases[first] = owner if isinstance(owner, str) else (
+                self.interp.path(self.frame, owner) if owner is not None else None
+            )
+            if aliases[first] is None:
+                del aliases[first]
+        args = [a for a in self.call.args]
+        positional_args = [a.value for a in args if a.keyword is None and not a.star]
+        keyword_args = {a.keyword.value: a.value for a in args if a.keyword is not None}
+        for index, param in enumerate(params):
+            if index < len(positional_args):
+                expr = positional_args[index]
+            elif param in keyword_args:
+                expr = keyword_args[param]
+            else:
+                continue
+            bound[param] = ctx.eval(expr)
+            path = self.interp.path(self.frame, expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+            if path is not None:
+                aliases[param] = path
+        for arg in args:
+            if arg.star:
+                ctx.eval(arg.value)
+        frame = interp._frame(scope, aliases, ctx.loop_keys, self.frame.depth + 1)
+        frame.local_defs.update(self.frame.local_defs)
+        state: State = ctx.state
+        for param, value in bound.items():
+            if param not in aliases:
+                state.set(frame.prefix + param, value - {NEW})
+        forwards_before = interp.forwards_run
+        interp._stack.append(func)
+        try:
+            exit_state = interp.solve(frame, state, record=interp.recording)
+        finally:
+            interp._stack.pop()
+        exit_state.drop_prefix(frame.prefix)
+        if interp.forwards_run > forwards_before and interp.recording:
+            # A helper that runs a forward is a forward call of its own.
+            self.check_carried_state()
+        ctx.state = exit_state
+        return frame.returns
+
+
+def _related(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")

@@ -1,0 +1,160 @@
+"""Events of a training loop and the one recogniser for their spellings.
+
+Every spelling RULES.md lists for a backward, a step and a zero_grad is
+recognised in ``recognise``; nothing else in graphlint matches these names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import libcst as cst
+
+from graphlint.model.names import dotted, is_false, is_true, keyword, positional
+from graphlint.model.program import ACCELERATOR, MODULE, OPTIMIZER, SCALER
+
+Origin = tuple[int, bool]
+
+
+# ----- recognised call events -----
+@dataclass(frozen=True)
+class BackwardCall:
+    call: cst.Call
+    target: cst.BaseExpression  # the expression whose graph is walked
+    retain: bool  # True when the graph may be kept (retain_graph true, unknown, or create_graph)
+    writes_grad: bool  # autograd.grad returns gradients instead of writing .grad
+    spelling: str
+
+
+@dataclass(frozen=True)
+class StepCall:
+    call: cst.Call
+    optimizer: cst.BaseExpression
+    closure: cst.BaseExpression | None
+    spelling: str
+
+
+@dataclass(frozen=True)
+class ZeroGradCall:
+    call: cst.Call
+    owner: cst.BaseExpression  # an optimizer or a model
+    spelling: str
+
+
+def _retain(call: cst.Call, retain_position: int | None) -> bool:
+    retain = keyword(call, "retain_graph")
+    if retain is None and retain_position is not None:
+        args = positional(call)
+        if len(args) > retain_position:
+            retain = args[retain_position]
+    create = keyword(call, "create_graph")
+    if retain is None:
+        # retain_graph defaults to create_graph.
+        return create is not None and not is_false(create)
+    # Anything but a literal False/None may be true at run time.
+    return not is_false(retain)
+
+
+def recognise(
+    call: cst.Call,
+    kinds: Callable[[cst.BaseExpression], set[str]],
+    has_graph: Callable[[cst.BaseExpression], bool],
+    qualify: Callable[[cst.BaseExpression], str | None],
+):
+    """The event a call is, if any: BackwardCall, StepCall, ZeroGradCall or None."""
+    func = call.func
+    args = positional(call)
+    qualified = qualify(func) or ""
+    if qualified in ("torch.autograd.backward", "torch.autograd.grad"):
+        target = keyword(call, "tensors") or keyword(call, "outputs") or (args[0] if args else None)
+        if target is None:
+            return None
+        is_grad = qualified.endswith(".grad")
+        return BackwardCall(call, target, _retain(call, 3 if is_grad else 2), not is_grad, qualified)
+    if not isinstance(func, cst.Attribute):
+        return None
+    method = func.attr.value
+    owner = func.value
+    if method == "backward":
+        owner_kinds = kinds(owner)
+        wrapper = bool(owner_kinds & {ACCELERATOR, OPTIMIZER}) or (
+            bool(args) and not has_graph(owner) and not _looks_like_tensor_expr(owner)
+        )
+        if wrapper and args:
+            return BackwardCall(call, args[0], _retain(call, None), True, f"{dotted(owner) or '...'}.backward(...)")
+        return BackwardCall(call, owner, _retain(call, 1), True, ".backward()")
+    if method == "manual_backward" and args:
+        return BackwardCall(call, args[0], _retain(call, None), True, "manual_backward(...)")
+    if method == "step":
+        owner_kinds = kinds(owner)
+        if SCALER in owner_kinds and args:
+            return StepCall(call, args[0], None, f"{dotted(owner) or 'scaler'}.step(...)")
+        if OPTIMIZER in owner_kinds:
+            closure = keyword(call, "closure") or (args[0] if args else None)
+            return StepCall(call, owner, closure, f"{dotted(owner) or 'optimizer'}.step()")
+        return None
+    if method == "zero_grad":
+        return ZeroGradCall(call, owner, f"{dotted(owner) or '...'}.zero_grad()")
+    return None
+
+
+def _looks_like_tensor_expr(expr: cst.BaseExpression) -> bool:
+    """``scaler.scale(loss)``, ``(a + b)``, ``loss.mean()``: a tensor, not a wrapper object."""
+    return isinstance(expr, (cst.Call, cst.BinaryOperation, cst.Subscript, cst.UnaryOperation))
+
+
+# ----- facts recorded by the provenance pass -----
+@dataclass
+class Backward:
+    call: cst.Call
+    spelling: str
+    value: frozenset
+    retain: bool
+    writes_grad: bool
+    freed_hits: dict  # origin -> the earlier backward call that freed it
+    stepped_hits: dict  # origin -> the step call that modified its saved parameters
+    loop: tuple | None
+    roots: frozenset  # sites whose value this backward was called on
+
+
+@dataclass
+class CarriedState:
+    """A forward call consuming a value its own previous execution produced."""
+
+    call: cst.Call
+    origin: Origin
+    freed_by: cst.CSTNode | None
+    traversed_by: cst.CSTNode | None
+    path: str | None
+    loop: tuple | None
+    argument: cst.BaseExpression
+    loops: tuple = ()
+
+
+@dataclass
+class Accumulation:
+    stmt: cst.CSTNode
+    target: cst.BaseExpression
+    path: str
+    added: frozenset
+    site: int
+    loop: tuple | None
+    outlives_iteration: bool
+    no_grad: bool
+    kind: str = "add"  # add | append
+
+
+@dataclass
+class HyperparameterWrite:
+    stmt: cst.CSTNode
+    target: cst.CSTNode
+    value: frozenset
+    loop: tuple | None
+    key: str | None = None
+
+
+__all__ = [
+    "BackwardCall", "StepCall", "ZeroGradCall", "recognise", "Backward", "CarriedState",
+    "Accumulation", "HyperparameterWrite", "MODULE", "is_true",
+]

@@ -1,0 +1,191 @@
+"""Names: import aliases, dotted paths, and what well-known callables are.
+
+Every table of torch spellings the model relies on lives here, so a new
+spelling is added in one place.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+# Builtins whose result carries no graph whatever the arguments.
+CUTTING_BUILTINS = frozenset({
+    "float", "int", "bool", "str", "repr", "len", "isinstance", "issubclass", "hasattr",
+    "id", "print", "range", "type", "callable", "hash", "format", "open", "input", "vars",
+    "dir", "round", "divmod", "ord", "chr", "bin", "hex", "oct", "setattr", "delattr",
+})
+# Builtins whose result carries the graphs of their arguments.
+PASSING_BUILTINS = frozenset({
+    "sum", "max", "min", "abs", "list", "tuple", "dict", "set", "sorted", "reversed",
+    "zip", "enumerate", "iter", "next", "map", "filter", "getattr", "pow", "frozenset",
+})
+
+# Methods that return a graph-free value (a number, a copy without history, an index...).
+CUTTING_METHODS = frozenset({
+    "detach", "item", "tolist", "numpy", "argmax", "argmin", "argsort", "size", "dim",
+    "numel", "nelement", "eq", "ne", "lt", "gt", "le", "ge", "long", "int", "bool", "byte",
+    "short", "nonzero", "isnan", "isinf", "isfinite", "data_ptr", "element_size",
+    "stride", "is_contiguous", "get_device", "state_dict", "keys", "__len__", "count",
+    "index", "equal", "all", "any", "type_as_str", "sign", "floor_divide",
+})
+# Methods of a tensor that cut it in place.
+INPLACE_CUTS = frozenset({"detach_", "requires_grad_"})
+# Attributes that read a graph-free value off a tensor.
+CUTTING_ATTRIBUTES = frozenset({
+    "data", "grad", "shape", "dtype", "device", "requires_grad", "is_leaf", "ndim",
+    "is_cuda", "layout", "names",
+})
+
+TORCH_FACTORIES = frozenset({
+    "zeros", "ones", "randn", "rand", "randint", "empty", "full", "arange", "linspace",
+    "logspace", "eye", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like",
+    "randn_like", "rand_like", "randint_like", "empty_like", "full_like", "randperm",
+    "normal", "bernoulli", "multinomial", "load", "Tensor", "FloatTensor", "LongTensor",
+    "DoubleTensor", "IntTensor", "BoolTensor", "ByteTensor", "HalfTensor", "manual_seed",
+    "Generator", "device", "get_default_dtype", "is_tensor", "numel", "tril_indices",
+    "triu_indices", "meshgrid_indices",
+})
+# torch functions whose result has no graph (comparisons, indices).
+TORCH_CUTTING = frozenset({
+    "argmax", "argmin", "argsort", "eq", "ne", "lt", "gt", "le", "ge", "isfinite",
+    "isnan", "isinf", "equal", "allclose", "isclose", "is_tensor", "numel", "sign",
+    "bucketize", "searchsorted", "count_nonzero", "is_grad_enabled", "no_grad",
+    "inference_mode", "enable_grad", "set_grad_enabled", "save",
+})
+
+OPTIMIZER_CLASSES = frozenset({
+    "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "Rprop", "ASGD",
+    "LBFGS", "NAdam", "RAdam", "SparseAdam", "Adafactor", "Lion", "LAMB", "Lamb",
+    "FusedAdam", "FusedLAMB", "FusedSGD", "AdamW8bit", "Adam8bit", "Muon", "Shampoo",
+    "Adan", "Lookahead", "SophiaG", "ZeroRedundancyOptimizer",
+})
+SCALER_CLASSES = frozenset({"GradScaler", "ShardedGradScaler"})
+
+
+class Imports:
+    """Maps local names bound by imports to the dotted names they stand for."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.aliases: dict[str, str] = {}
+        for node in _walk_imports(module):
+            if isinstance(node, cst.Import):
+                for alias in node.names:
+                    full = dotted(alias.name) or ""
+                    if alias.asname is not None:
+                        self.aliases[_as_name(alias)] = full
+                    else:
+                        root = full.split(".")[0]
+                        self.aliases[root] = root
+            elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+                base = dotted(node.module) if node.module is not None else ""
+                base = "." * len(node.relative) + (base or "")
+                for alias in node.names:
+                    name = dotted(alias.name) or ""
+                    local = _as_name(alias) if alias.asname is not None else name
+                    self.aliases[local] = f"{base}.{name}" if base else name
+
+    def qualify(self, expr: cst.BaseExpression) -> str | None:
+        """The dotted name of an imported callable or attribute (``nn.Linear`` -> ``torch.nn.Linear``)."""
+        path = dotted(expr)
+        if path is None:
+            return None
+        root, _, rest = path.partition(".")
+        if root not in self.aliases:
+            return None
+        full = self.aliases[root]
+        return f"{full}.{rest}" if rest else full
+
+    def is_imported(self, name: str) -> bool:
+        return name in self.aliases
+
+
+def _as_name(alias: cst.ImportAlias) -> str:
+    assert alias.asname is not None
+    return dotted(alias.asname.name) or ""
+
+
+def _walk_imports(module: cst.Module):
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            yield node
+            continue
+        if isinstance(node, (cst.BaseExpression,)):
+            continue
+        stack.extend(node.children)
+
+
+def dotted(expr: cst.CSTNode | None) -> str | None:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if isinstance(expr, cst.Name):
+        parts.append(expr.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def last_part(qualified: str) -> str:
+    return qualified.rsplit(".", 1)[-1]
+
+
+def is_torch_factory(qualified: str) -> bool:
+    return qualified.startswith("torch.") and last_part(qualified) in TORCH_FACTORIES and qualified.count(".") == 1
+
+
+def is_module_class(qualified: str) -> bool:
+    """``torch.nn.Linear`` and friends: constructing one builds a module (graph-free)."""
+    parts = qualified.split(".")
+    return (
+        len(parts) >= 3
+        and parts[0] == "torch"
+        and parts[1] == "nn"
+        and parts[2] not in ("functional", "utils", "init", "Parameter", "parameter")
+        and parts[-1][:1].isupper()
+        and parts[-1] != "Parameter"
+    )
+
+
+def is_optimizer_class(qualified: str) -> bool:
+    name = last_part(qualified)
+    if "lr_scheduler" in qualified or "scheduler" in name.lower():
+        return False
+    return name in OPTIMIZER_CLASSES or (
+        qualified.startswith("torch.optim.") and name[:1].isupper() and name != "Optimizer"
+    )
+
+
+def is_scheduler_class(qualified: str) -> bool:
+    return "lr_scheduler" in qualified or qualified.endswith(("LR", "Scheduler", "Plateau"))
+
+
+def constant_string(expr: cst.BaseExpression) -> str | None:
+    if isinstance(expr, cst.SimpleString):
+        try:
+            value = expr.evaluated_value
+        except Exception:  # noqa: BLE001 - odd prefixes: not a plain constant
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
+def keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def positional(call: cst.Call) -> list[cst.BaseExpression]:
+    return [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+
+
+def is_true(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "True"
+
+
+def is_false(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("False", "None")

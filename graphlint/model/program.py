@@ -1,0 +1,514 @@
+"""What a module defines: functions, classes, and the kind of object each name holds.
+
+Object kinds (module, optimizer, scheduler, scaler, accelerator, an instance of
+a class of this file) are facts about names that do not change along a path, so
+they are collected once per scope, flow-insensitively, from constructors and
+from how a name is used (``x.param_groups`` only exists on an optimizer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from graphlint.model.names import (
+    Imports,
+    dotted,
+    is_module_class,
+    is_optimizer_class,
+    is_scheduler_class,
+    last_part,
+    positional,
+    SCALER_CLASSES,
+)
+
+MODULE = "module"
+OPTIMIZER = "optimizer"
+SCHEDULER = "scheduler"
+SCALER = "scaler"
+ACCELERATOR = "accelerator"
+PARAM_GROUP = "param_group"
+INSTANCE = "instance:"  # + class name
+
+
+@dataclass
+class ClassInfo:
+    name: str
+    node: cst.ClassDef
+    bases: list[str]
+    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    is_module: bool = False
+    is_optimizer: bool = False
+
+
+@dataclass
+class Scope:
+    """A function (or the module body) and the class it is a method of."""
+
+    key: str
+    node: cst.CSTNode
+    body: list
+    cls: ClassInfo | None = None
+    params: list[str] = field(default_factory=list)
+    locals: set[str] = field(default_factory=set)
+    no_grad: bool = False
+
+
+class Program:
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.imports = Imports(module)
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.classes: dict[str, ClassInfo] = {}
+        self.scopes: dict[cst.CSTNode, Scope] = {}
+        self._kinds: dict[tuple[str, str], set[str]] = {}
+        self._optimizer_models: dict[tuple[str, str], set[str]] = {}
+        self._collect(module)
+        self._resolve_class_kinds()
+        for scope in list(self.scopes.values()):
+            _KindCollector(self, scope).run()
+
+    # ----- structure -----
+    def _collect(self, module: cst.Module) -> None:
+        top = Scope("<module>", module, list(module.body))
+        top.locals = _assigned_names(module.body)
+        self.scopes[module] = top
+        self._collect_body(module.body, None, "")
+
+    def _collect_body(self, body, cls: ClassInfo | None, prefix: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.FunctionDef):
+                self._add_function(stmt, cls, prefix)
+            elif isinstance(stmt, cst.ClassDef):
+                bases = [dotted(arg.value) or "" for arg in stmt.bases]
+                info = ClassInfo(stmt.name.value, stmt, bases)
+                if not prefix:
+                    self.classes[info.name] = info
+                for inner in stmt.body.body:
+                    if isinstance(inner, cst.FunctionDef):
+                        info.methods[inner.name.value] = inner
+                self._collect_body(stmt.body.body, info, prefix + info.name + ".")
+            elif isinstance(stmt, (cst.If, cst.Try, cst.With)):
+                # Definitions under `if TYPE_CHECKING:` / try-import blocks.
+                for block in _sub_blocks(stmt):
+                    self._collect_body(block, cls, prefix)
+
+    def _add_function(self, func: cst.FunctionDef, cls: ClassInfo | None, prefix: str) -> None:
+        key = prefix + func.name.value
+        if cls is None and not prefix:
+            self.functions[func.name.value] = func
+        params = [p.name.value for p in _all_params(func.params)]
+        scope = Scope(key, func, list(_body_statements(func)), cls, params)
+        scope.locals = _assigned_names(scope.body) | set(params)
+        scope.no_grad = any(_is_no_grad_decorator(d.decorator) for d in func.decorators)
+        self.scopes[func] = scope
+        # Nested functions (closures, LBFGS closures) are scopes of their own.
+        self._collect_nested(scope.body, key + ".")
+
+    def _collect_nested(self, body, prefix: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.FunctionDef):
+                self._add_function(stmt, None, prefix)
+            elif isinstance(stmt, cst.BaseCompoundStatement) and not isinstance(stmt, cst.ClassDef):
+                for block in _sub_blocks(stmt):
+                    self._collect_nested(block, prefix)
+
+    def _resolve_class_kinds(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for info in self.classes.values():
+                for base in info.bases:
+                    qualified = _qualify_dotted(self.imports, base)
+                    parent = self.classes.get(base)
+                    module_base = base in ("Module", "nn.Module") or (qualified or "").endswith(
+                        ("nn.Module", "LightningModule", "nn.modules.module.Module")
+                    )
+                    optim_base = (qualified or base).endswith(("optim.Optimizer", "Optimizer"))
+                    if (module_base or (parent and parent.is_module)) and not info.is_module:
+                        info.is_module = changed = True
+                    if (optim_base or (parent and parent.is_optimizer)) and not info.is_optimizer:
+                        info.is_optimizer = changed = True
+
+    def method(self, cls: ClassInfo, name: str) -> tuple[ClassInfo, cst.FunctionDef] | None:
+        seen: set[str] = set()
+        todo = [cls]
+        while todo:
+            current = todo.pop(0)
+            if current.name in seen:
+                continue
+            seen.add(current.name)
+            if name in current.methods:
+                return current, current.methods[name]
+            todo.extend(self.classes[b] for b in current.bases if b in self.classes)
+        return None
+
+    def scope_of(self, func: cst.CSTNode) -> Scope:
+        return self.scopes[func]
+
+    # ----- kinds -----
+    def add_kind(self, scope_key: str, path: str, kind: str) -> bool:
+        kinds = self._kinds.setdefault((scope_key, path), set())
+        if kind in kinds:
+            return False
+        kinds.add(kind)
+        return True
+
+    def kinds(self, scope: Scope, path: str | None) -> set[str]:
+        if path is None:
+            return set()
+        found = set(self._kinds.get((scope.key, path), ()))
+        if path.startswith("self.") and scope.cls is not None:
+            found |= self._kinds.get((scope.cls.name, path), set())
+        if path.split(".")[0] not in scope.locals:
+            found |= self._kinds.get(("<module>", path), set())
+        return found
+
+    def add_optimizer_models(self, scope_key: str, path: str, models: set[str]) -> None:
+        self._optimizer_models.setdefault((scope_key, path), set()).update(models)
+
+    def optimizer_models(self, scope: Scope, path: str) -> set[str]:
+        found = set(self._optimizer_models.get((scope.key, path), ()))
+        if path.startswith("self.") and scope.cls is not None:
+            found |= self._optimizer_models.get((scope.cls.name, path), set())
+        found |= self._optimizer_models.get(("<module>", path), set())
+        return found
+
+    def class_of_instance(self, kinds: set[str]) -> ClassInfo | None:
+        for kind in kinds:
+            if kind.startswith(INSTANCE):
+                return self.classes.get(kind[len(INSTANCE):])
+        return None
+
+
+def _qualify_dotted(imports: Imports, path: str) -> str | None:
+    if not path:
+        return None
+    root, _, rest = path.partition(".")
+    if root not in imports.aliases:
+        return None
+    full = imports.aliases[root]
+    return f"{full}.{rest}" if rest else full
+
+
+def _is_no_grad_decorator(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    name = dotted(expr) or ""
+    return name.endswith(("no_grad", "inference_mode"))
+
+
+def _all_params(params: cst.Parameters):
+    yield from params.posonly_params
+    yield from params.params
+    if isinstance(params.star_arg, cst.Param):
+        yield params.star_arg
+    yield from params.kwonly_params
+    if params.star_kwarg is not None:
+        yield params.star_kwarg
+
+
+def _body_statements(func: cst.FunctionDef):
+    body = func.body
+    if isinstance(body, cst.IndentedBlock):
+        return body.body
+    return [body]
+
+
+def _sub_blocks(stmt: cst.CSTNode):
+    for child in stmt.children:
+        if isinstance(child, (cst.IndentedBlock,)):
+            yield child.body
+        elif isinstance(child, (cst.Else, cst.Finally, cst.ExceptHandler, cst.If)):
+            if isinstance(child, cst.If):
+                yield child.body.body
+                yield from _sub_blocks(child)
+            else:
+                yield child.body.body
+
+
+class _NameCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.globals: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.globals.update(n.name.value for n in node.names)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        self.globals.update(n.name.value for n in node.names)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._target(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._target(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._target(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._target(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._target(node.asname.name)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._target(node.target)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None:
+            self._target(node.name.name)
+
+    def _target(self, target: cst.CSTNode) -> None:
+        if isinstance(target, cst.Name):
+            self.names.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._target(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._target(target.value)
+
+
+def _assigned_names(body) -> set[str]:
+    collector = _NameCollector()
+    for stmt in body:
+        stmt.visit(collector)
+    return collector.names - collector.globals
+
+
+class _KindCollector(cst.CSTVisitor):
+    """Flow-insensitive object kinds of the names of one scope."""
+
+    def __init__(self, program: Program, scope: Scope) -> None:
+        self.program = program
+        self.scope = scope
+        self.steps: set[str] = set()
+        self.zero_grads: set[str] = set()
+
+    def run(self) -> None:
+        for param in _all_params(self.scope.node.params) if isinstance(self.scope.node, cst.FunctionDef) else ():
+            if param.annotation is not None:
+                note = dotted(param.annotation.annotation) or ""
+                if note.endswith(("Optimizer",)):
+                    self._add(param.name.value, OPTIMIZER)
+                elif note.endswith(("Module", "LightningModule")):
+                    self._add(param.name.value, MODULE)
+        for stmt in self.scope.body:
+            stmt.visit(self)
+        for path in self.steps & self.zero_grads:
+            if MODULE not in self.program.kinds(self.scope, path):
+                self._add(path, OPTIMIZER)
+
+    def _key(self, path: str) -> str:
+        if path.startswith("self.") and self.scope.cls is not None and path.count(".") == 1:
+            return self.scope.cls.name
+        return self.scope.key if path.split(".")[0] in self.scope.locals else "<module>"
+
+    def _add(self, path: str, kind: str) -> None:
+        self.program.add_kind(self._key(path), path, kind)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._assign(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._assign(node.target, node.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        iterable = node.iter
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate" and iterable.args:
+            iterable = iterable.args[0].value
+            target = node.target
+            if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+                self._param_group_target(target.elements[1].value, iterable)
+            return
+        self._param_group_target(node.target, iterable)
+
+    def _param_group_target(self, target, iterable) -> None:
+        if isinstance(iterable, cst.Attribute) and iterable.attr.value == "param_groups":
+            name = dotted(target)
+            if name:
+                self._add(name, PARAM_GROUP)
+
+    def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        path = dotted(target)
+        if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call):
+            # model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            args = positional(value)
+            if isinstance(value.func, cst.Attribute) and value.func.attr.value == "prepare" and len(args) == len(target.elements):
+                for element, arg in zip(target.elements, args):
+                    source, dest = dotted(arg), dotted(element.value)
+                    if source and dest:
+                        for kind in self.program.kinds(self.scope, source):
+                            self._add(dest, kind)
+                        self._copy_models(source, dest)
+            return
+        if path is None:
+            return
+        for kind, models in self._kinds_of_value(value):
+            self._add(path, kind)
+            if models:
+                self.program.add_optimizer_models(self._key(path), path, models)
+
+    def _copy_models(self, source: str, dest: str) -> None:
+        models = self.program.optimizer_models(self.scope, source)
+        if models:
+            self.program.add_optimizer_models(self._key(dest), dest, models)
+
+    def _kinds_of_value(self, value: cst.BaseExpression):
+        if isinstance(value, cst.Subscript):
+            base = value.value
+            if isinstance(base, cst.Attribute) and base.attr.value == "param_groups":
+                yield PARAM_GROUP, None
+            return
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            source = dotted(value)
+            if source:
+                for kind in self.program.kinds(self.scope, source):
+                    yield kind, self.program.optimizer_models(self.scope, source)
+            return
+        if not isinstance(value, cst.Call):
+            return
+        func = value.func
+        qualified = self.program.imports.qualify(func) or ""
+        name = dotted(func) or ""
+        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda", "cpu", "train", "half", "float", "double", "bfloat16", "requires_grad_"):
+            yield from self._kinds_of_value(func.value)
+            return
+        if isinstance(func, cst.Attribute) and func.attr.value == "optimizers":
+            yield OPTIMIZER, None
+            return
+        if qualified and is_module_class(qualified):
+            if last_part(qualified) in ("DataParallel", "DistributedDataParallel") and value.args:
+                yield from self._kinds_of_value(value.args[0].value)
+            yield MODULE, None
+            return
+        if qualified and is_optimizer_class(qualified):
+            yield OPTIMIZER, self._models_in(value)
+            return
+        if qualified and is_scheduler_class(qualified):
+            yield SCHEDULER, None
+            return
+        if last_part(qualified or name) in SCALER_CLASSES:
+            yield SCALER, None
+            return
+        if last_part(qualified or name) in ("Accelerator", "Fabric"):
+            yield ACCELERATOR, None
+            return
+        if last_part(name) in ("DistributedDataParallel", "DataParallel", "DDP", "FSDP", "compile") and value.args:
+            yield from self._kinds_of_value(value.args[0].value)
+            return
+        cls = self.program.classes.get(name)
+        if cls is not None:
+            yield INSTANCE + cls.name, None
+            if cls.is_module:
+                yield MODULE, None
+            if cls.is_optimizer:
+                yield OPTIMIZER, self._models_in(value)
+            return
+        if not qualified and last_part(name) in _OPTIMIZER_NAMES:
+            yield OPTIMIZER, self._models_in(value)
+
+    def _models_in(self, call: cst.Call) -> set[str]:
+        """The module paths whose parameters an optimizer constructor receives."""
+        models: set[str] = set()
+        stack: list[cst.CSTNode] = [call]
+        seen_names: set[str] = set()
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("parameters", "named_parameters"):
+                owner = dotted(node.func.value)
+                if owner:
+                    models.add(owner)
+                continue
+            if isinstance(node, cst.Name) and node.value not in seen_names:
+                seen_names.add(node.value)
+                definition = _find_assignment(self.scope.body, node.value)
+                if definition is not None:
+                    stack.append(definition)
+            stack.extend(node.children)
+        return models
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            qualified = self.program.imports.qualify(func) or ""
+            if qualified and is_scheduler_class(qualified) and node.args:
+                first = dotted(node.args[0].value)
+                if first:
+                    self._add(first, OPTIMIZER)
+            return
+        owner = dotted(func.value)
+        method = func.attr.value
+        qualified = self.program.imports.qualify(func) or ""
+        if qualified and is_scheduler_class(qualified) and node.args:
+            first = dotted(node.args[0].value)
+            if first:
+                self._add(first, OPTIMIZER)
+        if owner is None:
+            return
+        if method in ("parameters", "named_parameters", "train", "eval", "state_dict", "modules", "children", "apply", "register_forward_hook"):
+            self._add(owner, MODULE)
+        elif method == "step":
+            self.steps.add(owner)
+            if node.args and isinstance(func.value, (cst.Name, cst.Attribute)):
+                arg = dotted(node.args[0].value)
+                if arg and SCALER in self.program.kinds(self.scope, owner):
+                    self._add(arg, OPTIMIZER)
+        elif method == "zero_grad":
+            self.zero_grads.add(owner)
+        elif method == "unscale_" and node.args:
+            arg = dotted(node.args[0].value)
+            if arg:
+                self._add(arg, OPTIMIZER)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "param_groups":
+            owner = dotted(node.value)
+            if owner:
+                self._add(owner, OPTIMIZER)
+
+
+_OPTIMIZER_NAMES = frozenset({"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS"})
+
+
+def _find_assignment(body, name: str) -> cst.BaseExpression | None:
+    """The value of the first plain ``name = value`` in a body (for optimizer params lists)."""
+
+    class Finder(cst.CSTVisitor):
+        found: cst.BaseExpression | None = None
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if self.found is None and any(
+                isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
+            ):
+                self.found = node.value
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+    finder = Finder()
+    for stmt in body:
+        stmt.visit(finder)
+    return finder.found

@@ -1,0 +1,649 @@
+"""Graph provenance: which forward graphs each value may carry, at each program point.
+
+An abstract interpreter over the CFG. A value is a set of *origins*: the
+statement (site) that created a graph node, and whether that is the node of
+the site's latest execution (``stale=False``) or of an earlier one. Executing a
+site again turns its existing origins stale, which is how a loop-carried value
+is told apart from a freshly computed one. The state also records which origins
+a backward freed (without ``retain_graph``), traversed (with or without it),
+or whose saved parameters an optimizer step modified in place.
+
+Helpers of the same module are analysed where they are called (inlined, depth
+bounded, recursion cut), so an effect hidden in ``backward_G(self)`` lands on
+the caller's state in the right order. Everything rules need is recorded as
+facts in a final pass over the solved states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from graphlint.model import events as ev
+from graphlint.model.cfg import CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STMT, WHILE, WITH, build_cfg
+from graphlint.model.names import (
+    CUTTING_ATTRIBUTES,
+    CUTTING_BUILTINS,
+    CUTTING_METHODS,
+    INPLACE_CUTS,
+    PASSING_BUILTINS,
+    constant_string,
+    dotted,
+    is_true,
+    keyword,
+    positional,
+)
+from graphlint.model.program import MODULE, PARAM_GROUP, Program, Scope
+
+Origin = tuple[int, bool]  # (site id, stale)
+EMPTY: frozenset = frozenset()
+# Marks "this statement creates a graph node" inside an expression's value.
+NEW: Origin = (-1, False)
+
+WEAK, LIKELY, CERTAIN = 1, 2, 3
+MAX_INLINE_DEPTH = 4
+
+
+class AnalysisBudgetExceeded(Exception):
+    """Raised when a file needs more work than the per-file budget allows."""
+
+
+@dataclass
+class Site:
+    id: int
+    stmt: cst.CSTNode
+    strength: int = 0
+    # Module paths (in the caller's naming) called at this site: used to tell
+    # which optimizer's step modifies the parameters this node saved.
+    callees: set[str] = field(default_factory=set)
+    # Loop keys the site ever executed in (innermost only).
+    loops: set[tuple] = field(default_factory=set)
+    targets: set[str] = field(default_factory=set)
+    leaf: bool = False
+
+
+class State:
+    __slots__ = ("env", "freed", "traversed", "stepped", "fresh")
+
+    def __init__(self) -> None:
+        self.env: dict[str, frozenset] = {}
+        self.freed: dict[Origin, cst.CSTNode] = {}
+        self.traversed: dict[Origin, cst.CSTNode] = {}
+        self.stepped: dict[Origin, cst.CSTNode] = {}
+        # Per loop: paths assigned since its current iteration began (a must-set).
+        self.fresh: dict[tuple, frozenset] = {}
+
+    def copy(self) -> "State":
+        new = State.__new__(State)
+        new.env = dict(self.env)
+        new.freed = dict(self.freed)
+        new.traversed = dict(self.traversed)
+        new.stepped = dict(self.stepped)
+        new.fresh = dict(self.fresh)
+        return new
+
+    def join(self, other: "State") -> bool:
+        """Merge ``other`` into self; True when self changed."""
+        changed = False
+        for key, value in other.env.items():
+            mine = self.env.get(key)
+            if mine is None:
+                self.env[key] = value
+                changed = True
+            elif not value <= mine:
+                self.env[key] = mine | value
+                changed = True
+        for name in ("freed", "traversed", "stepped"):
+            mine = getattr(self, name)
+            for key, value in getattr(other, name).items():
+                if key not in mine:
+                    mine[key] = value
+                    changed = True
+        for loop, paths in list(self.fresh.items()):
+            theirs = other.fresh.get(loop)
+            if theirs is not None and not paths <= theirs:
+                self.fresh[loop] = paths & theirs
+                changed = True
+        for loop, paths in other.fresh.items():
+            if loop not in self.fresh:
+                self.fresh[loop] = paths
+                changed = True
+        return changed
+
+    # ----- env access -----
+    def get(self, path: str) -> frozenset:
+        value = self.env.get(path, EMPTY)
+        dot, bracket = path + ".", path + "["
+        for key, other in self.env.items():
+            if other and (key.startswith(dot) or key.startswith(bracket)):
+                value = value | other
+        return value
+
+    def has(self, path: str) -> bool:
+        if path in self.env:
+            return True
+        dot, bracket = path + ".", path + "["
+        return any(key.startswith(dot) or key.startswith(bracket) for key in self.env)
+
+    def set(self, path: str, value: frozenset) -> None:
+        dot, bracket = path + ".", path + "["
+        for key in [k for k in self.env if k.startswith(dot) or k.startswith(bracket)]:
+            del self.env[key]
+        self.env[path] = value
+
+    def add(self, path: str, value: frozenset) -> None:
+        self.env[path] = self.env.get(path, EMPTY) | value
+
+    def drop_prefix(self, prefix: str) -> None:
+        for key in [k for k in self.env if k.startswith(prefix)]:
+            del self.env[key]
+
+    def refresh(self, site: int) -> None:
+        """A new execution of ``site``: its existing nodes become stale."""
+        cur, old = (site, False), (site, True)
+        for key, value in self.env.items():
+            if cur in value:
+                self.env[key] = (value - {cur}) | {old}
+        for name in ("freed", "traversed", "stepped"):
+            table = getattr(self, name)
+            if cur in table:
+                table.setdefault(old, table.pop(cur))
+
+
+@dataclass
+class Frame:
+    scope: Scope
+    cfg: CFG
+    prefix: str
+    aliases: dict[str, str | None]
+    loop_stack: tuple[tuple, ...]
+    depth: int
+    returns: frozenset = EMPTY
+    # loop variable name -> path of the container it iterates (for `for s in state: s.detach_()`).
+    iterating: dict[str, str] = field(default_factory=dict)
+    local_defs: dict[str, cst.FunctionDef] = field(default_factory=dict)
+
+
+class Facts:
+    """What the final pass saw; rules read only this and the site table."""
+
+    def __init__(self) -> None:
+        self.backwards: list[ev.Backward] = []
+        self.carried: list[ev.CarriedState] = []
+        self.accumulations: list[ev.Accumulation] = []
+        self.hyperparameters: list[ev.HyperparameterWrite] = []
+        # loop key -> paths cut somewhere in that loop
+        self.cut_paths: dict[tuple, set[str]] = {}
+        # loop key -> True when a forward or backward runs in that loop
+        self.active_loops: set[tuple] = set()
+        self.backwarded_sites: set[int] = set()
+
+
+class Interpreter:
+    def __init__(self, program: Program, budget: int = 200_000) -> None:
+        self.program = program
+        self.sites: list[Site] = []
+        self._site_ids: dict[int, int] = {}
+        self.facts = Facts()
+        self.recording = False
+        self.budget = budget
+        self.work = 0
+        self._cfgs: dict[int, CFG] = {}
+        self._stack: list[cst.CSTNode] = []
+        self._frame_counter = 0
+        self.forwards_run = 0
+
+    # ----- sites -----
+    def site(self, stmt: cst.CSTNode) -> Site:
+        key = id(stmt)
+        if key not in self._site_ids:
+            self._site_ids[key] = len(self.sites)
+            self.sites.append(Site(len(self.sites), stmt))
+        return self.sites[self._site_ids[key]]
+
+    def strength(self, origins: frozenset) -> int:
+        return max((self.sites[o[0]].strength for o in origins if o[0] >= 0), default=0)
+
+    def cfg_for(self, scope: Scope) -> CFG:
+        key = id(scope.node)
+        if key not in self._cfgs:
+            self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad)
+        return self._cfgs[key]
+
+    # ----- driving -----
+    def analyse_scope(self, scope: Scope) -> None:
+        """Analyse a scope as an entry point: parameters hold unknown values."""
+        frame = self._frame(scope, {}, (), 0)
+        state = State()
+        self._stack.append(scope.node)
+        try:
+            self.solve(frame, state, record=False)
+            self.solve(frame, state, record=True)
+        finally:
+            self._stack.pop()
+
+    def _frame(self, scope: Scope, aliases, loop_stack, depth) -> Frame:
+        self._frame_counter += 1
+        prefix = "" if scope.key == "<module>" else f"@{self._frame_counter}:"
+        return Frame(scope, self.cfg_for(scope), prefix, aliases, loop_stack, depth)
+
+    def solve(self, frame: Frame, entry: State, record: bool) -> State:
+        """Fixpoint over the frame's CFG; with ``record`` a final pass emits facts."""
+        cfg = frame.cfg
+        order = cfg.reverse_postorder()
+        rank = {node: i for i, node in enumerate(order)}
+        states: dict[int, State] = {cfg.entry: entry.copy()}
+        pending = {cfg.entry}
+        saved_recording = self.recording
+        self.recording = False
+        try:
+            while pending:
+                node_id = min(pending, key=lambda n: rank.get(n, 0))
+                pending.discard(node_id)
+                self._charge()
+                out = self.transfer(frame, cfg.nodes[node_id], states[node_id].copy())
+                for succ, _label in cfg.nodes[node_id].succ:
+                    if succ not in states:
+                        states[succ] = out.copy()
+                        pending.add(succ)
+                    elif states[succ].join(out):
+                        pending.add(succ)
+            if record:
+                self.recording = True
+                for node_id in order:
+                    if node_id in states:
+                        self.transfer(frame, cfg.nodes[node_id], states[node_id].copy())
+        finally:
+            self.recording = saved_recording
+        return states.get(cfg.exit, entry)
+
+    def _charge(self) -> None:
+        self.work += 1
+        if self.work > self.budget:
+            raise AnalysisBudgetExceeded(f"analysis budget of {self.budget} steps exceeded")
+
+    # ----- paths -----
+    def path(self, frame: Frame, expr: cst.BaseExpression) -> str | None:
+        if isinstance(expr, cst.Name):
+            name = expr.value
+            if name in frame.aliases:
+                return frame.aliases[name]
+            if name in frame.scope.locals:
+                return frame.prefix + name
+            return name
+        if isinstance(expr, cst.Attribute):
+            base = self.path(frame, expr.value)
+            return f"{base}.{expr.attr.value}" if base is not None else None
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+            base = self.path(frame, expr.value)
+            index = expr.slice[0].slice
+            if base is None or not isinstance(index, cst.Index):
+                return None
+            key = constant_string(index.value)
+            if key is None and isinstance(index.value, cst.Integer):
+                key = index.value.value
+            return f"{base}[{key!r}]" if key is not None else None
+        return None
+
+    def local_path(self, expr: cst.BaseExpression) -> str | None:
+        """The path as written in the current scope (for kind lookups)."""
+        return dotted(expr)
+
+    def kinds(self, frame: Frame, expr: cst.BaseExpression) -> set[str]:
+        return self.program.kinds(frame.scope, dotted(expr))
+
+    def loop_key(self, frame: Frame, node) -> tuple | None:
+        if node.loop is None:
+            return frame.loop_stack[-1] if frame.loop_stack else None
+        return (id(frame.cfg), node.loop)
+
+    def loop_keys(self, frame: Frame, node) -> tuple:
+        return frame.loop_stack + tuple((id(frame.cfg), loop) for loop in node.loops)
+
+    # ----- transfer -----
+    def transfer(self, frame: Frame, node, state: State) -> State:
+        ctx = _StmtContext(self, frame, node, state)
+        kind = node.kind
+        stmt = node.stmt
+        if kind in (ENTRY, EXIT):
+            return state
+        if kind in (FOR, WHILE):
+            key = (id(frame.cfg), node.id)
+            state.fresh[key] = EMPTY
+            if kind == FOR:
+                value = ctx.eval(stmt.iter)
+                ctx.assign(stmt.target, value, element=True)
+                name = stmt.target.value if isinstance(stmt.target, cst.Name) else None
+                container = self.path(frame, stmt.iter)
+                if name and container:
+                    frame.iterating[name] = container
+            else:
+                ctx.eval(stmt.test)
+            return state
+        if kind == IF:
+            ctx.eval(stmt.test)
+            return state
+        if kind == MATCH:
+            ctx.eval(stmt.subject)
+            return state
+        if kind == WITH:
+            for item in stmt.items:
+                value = ctx.eval(item.item)
+                if item.asname is not None:
+                    ctx.assign(item.asname.name, value)
+            return state
+        if kind == DEF:
+            if isinstance(stmt, cst.FunctionDef):
+                frame.local_defs[stmt.name.value] = stmt
+            return state
+        if kind == STMT:
+            ctx.statement(stmt)
+        return ctx.state
+
+
+class _StmtContext:
+    """Evaluation of one CFG node: expressions, assignments and events."""
+
+    def __init__(self, interp: Interpreter, frame: Frame, node, state: State) -> None:
+        self.interp = interp
+        self.program = interp.program
+        self.frame = frame
+        self.node = node
+        self.state = state
+        self.stmt = node.stmt
+        self.site = interp.site(node.stmt) if node.stmt is not None else None
+        self.no_grad = node.no_grad
+        self.loop_keys = interp.loop_keys(frame, node)
+        self.loop = self.loop_keys[-1] if self.loop_keys else None
+        self.produced = 0  # strength of forward calls made by this statement
+        self.callees: set[str] = set()
+        self.construct_target: str | None = None
+
+    # ----- statements -----
+    def statement(self, stmt: cst.CSTNode) -> None:
+        if isinstance(stmt, cst.Assign):
+            if len(stmt.targets) == 1:
+                self.construct_target = self.interp.path(self.frame, stmt.targets[0].target)
+            value = self.eval(stmt.value)
+            value = self.materialise(value)
+            for target in stmt.targets:
+                self.assign(target.target, value)
+            self._check_rebinding_accumulation(stmt, value)
+        elif isinstance(stmt, cst.AnnAssign):
+            if stmt.value is not None:
+                self.assign(stmt.target, self.materialise(self.eval(stmt.value)))
+        elif isinstance(stmt, cst.AugAssign):
+            self.augmented(stmt)
+        elif isinstance(stmt, cst.Expr):
+            self.eval(stmt.value)
+        elif isinstance(stmt, cst.Return):
+            if stmt.value is not None:
+                value = self.materialise(self.eval(stmt.value))
+                self.frame.returns = self.frame.returns | value
+        elif isinstance(stmt, cst.Del):
+            self._delete(stmt.target)
+        elif isinstance(stmt, (cst.Raise, cst.Assert)):
+            for child in stmt.children:
+                if isinstance(child, cst.BaseExpression):
+                    self.eval(child)
+
+    def materialise(self, value: frozenset) -> frozenset:
+        """Turn an evaluated right-hand side into the value this statement stores."""
+        if self.no_grad or not value:
+            return EMPTY
+        interp, site = self.interp, self.site
+        inputs = value - {NEW}
+        strength = max(self.produced, interp.strength(inputs))
+        if any(interp.sites[o[0]].leaf for o in inputs if o[0] >= 0):
+            strength = 3
+        site.strength = max(site.strength, strength)
+        site.callees |= self.callees
+        if self.loop is not None:
+            site.loops.add(self.loop)
+        self.state.refresh(site.id)
+        stale = frozenset((o[0], True) if o[0] == site.id else o for o in inputs)
+        return stale | {(site.id, False)}
+
+    def assign(self, target: cst.BaseExpression, value: frozenset, element: bool = False) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for item in target.elements:
+                self.assign(item.value, value, element)
+            return
+        if isinstance(target, cst.StarredElement):
+            self.assign(target.value, value, element)
+            return
+        if isinstance(target, cst.Name) and target.value in self.frame.aliases:
+            # Re-binding a parameter makes it a local; the caller's value is untouched.
+            del self.frame.aliases[target.value]
+        path = self.interp.path(self.frame, target)
+        if isinstance(target, cst.Subscript):
+            self._subscript_write(target, value)
+            if path is None:
+                base = self.interp.path(self.frame, target.value)
+                if base is not None:
+                    self.state.add(base, value)
+                return
+        if path is None:
+            return
+        self.state.set(path, value)
+        if self.site is not None:
+            self.site.targets.add(path)
+        for loop in self.loop_keys:
+            self.state.fresh[loop] = self.state.fresh.get(loop, EMPTY) | {path}
+        if not value and self.loop is not None:
+            self._cut(path)
+
+    def _cut(self, path: str) -> None:
+        if not self.interp.recording:
+            return
+        for loop in self.loop_keys:
+            self.interp.facts.cut_paths.setdefault(loop, set()).add(path)
+
+    def _delete(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for item in target.elements:
+                self._delete(item.value)
+            return
+        path = self.interp.path(self.frame, target)
+        if path is not None:
+            self.state.set(path, EMPTY)
+
+    def _subscript_write(self, target: cst.Subscript, value: frozenset) -> None:
+        """``group['lr'] = value`` on an optimizer's param group is a hyperparameter write."""
+        if self._is_param_group(target.value) and self.interp.recording:
+            self.interp.facts.hyperparameters.append(
+                ev.HyperparameterWrite(self.stmt, target, value, self.loop)
+            )
+
+    def _is_param_group(self, expr: cst.BaseExpression) -> bool:
+        if PARAM_GROUP in self.interp.kinds(self.frame, expr):
+            return True
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute):
+            return expr.value.attr.value == "param_groups"
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "defaults":
+            return True
+        return False
+
+    def augmented(self, stmt: cst.AugAssign) -> None:
+        added = self.eval(stmt.value)
+        old = self.eval(stmt.target)
+        value = self.materialise(old | added)
+        if isinstance(stmt.target, cst.Subscript) and self._is_param_group(stmt.target.value):
+            self._subscript_write(stmt.target, value)
+        else:
+            self._accumulation(stmt.target, added - {NEW}, value)
+        path = self.interp.path(self.frame, stmt.target)
+        if path is not None:
+            fresh = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
+            self.state.set(path, value)
+            self.state.fresh.update(fresh)  # `acc += x` does not re-create acc
+        elif isinstance(stmt.target, cst.Subscript):
+            base = self.interp.path(self.frame, stmt.target.value)
+            if base is not None:
+                self.state.add(base, value)
+
+    def _check_rebinding_accumulation(self, stmt: cst.Assign, value: frozenset) -> None:
+        """``acc = acc + x`` accumulates like ``acc += x``."""
+        if len(stmt.targets) != 1 or not isinstance(stmt.value, cst.BinaryOperation):
+            return
+        target = stmt.targets[0].target
+        path = self.interp.path(self.frame, target)
+        if path is None:
+            return
+        operands = (stmt.value.left, stmt.value.right)
+        others = [op for op in operands if self.interp.path(self.frame, op) != path]
+        if len(others) != 1:
+            return
+        added = self.eval_quiet(others[0])
+        # The accumulator was re-bound by this very statement: undo its freshness.
+        for loop in self.loop_keys:
+            previous = self.state.fresh.get(loop, EMPTY)
+            self.state.fresh[loop] = previous
+        self._accumulation(target, added, value, rebinding=True)
+
+    def _accumulation(self, target, added: frozenset, stored: frozenset, rebinding: bool = False) -> None:
+        if not self.interp.recording or self.loop is None:
+            return
+        path = self.interp.path(self.frame, target)
+        if path is None and isinstance(target, cst.Subscript):
+            path = self.interp.path(self.frame, target.value)
+        if path is None:
+            return
+        fresh = self.state.fresh.get(self.loop, EMPTY)
+        if rebinding:
+            # The assignment itself marked `path` fresh; look at the freshness before it.
+            fresh = fresh - {path}
+        self.interp.facts.accumulations.append(
+            ev.Accumulation(
+                self.stmt, target, path, added, self.site.id if self.site else -1,
+                self.loop, self._outlives(path, fresh), self.no_grad,
+            )
+        )
+
+    def _outlives(self, path: str, fresh: frozenset) -> bool:
+        root = path
+        while True:
+            if root in fresh:
+                return False
+            cut = max(root.rfind("."), root.rfind("["))
+            if cut <= 0:
+                return True
+            root = root[:cut]
+
+    # ----- expressions -----
+    def eval_quiet(self, expr: cst.BaseExpression) -> frozenset:
+        saved = self.interp.recording
+        self.interp.recording = False
+        try:
+            return self.eval(expr)
+        finally:
+            self.interp.recording = saved
+
+    def eval(self, expr: cst.BaseExpression) -> frozenset:
+        method = getattr(self, "_eval_" + type(expr).__name__, None)
+        if method is not None:
+            return method(expr)
+        value = EMPTY
+        for child in expr.children:
+            if isinstance(child, cst.BaseExpression):
+                value = value | self.eval(child)
+        return value
+
+    def _eval_Name(self, expr: cst.Name) -> frozenset:
+        if expr.value in ("True", "False", "None"):
+            return EMPTY
+        path = self.interp.path(self.frame, expr)
+        return self.state.get(path) if path is not None else EMPTY
+
+    def _eval_Attribute(self, expr: cst.Attribute) -> frozenset:
+        if expr.attr.value in CUTTING_ATTRIBUTES:
+            self.eval(expr.value)
+            return EMPTY
+        path = self.interp.path(self.frame, expr)
+        if path is not None and self.state.has(path):
+            return self.state.get(path)
+        return self.eval(expr.value)
+
+    def _eval_Subscript(self, expr: cst.Subscript) -> frozenset:
+        path = self.interp.path(self.frame, expr)
+        if path is not None and self.state.has(path):
+            return self.state.get(path)
+        for element in expr.slice:
+            if isinstance(element.slice, cst.Index):
+                self.eval(element.slice.value)
+        return self.eval(expr.value)
+
+    def _eval_Comparison(self, expr: cst.Comparison) -> frozenset:
+        self.eval(expr.left)
+        for comparison in expr.comparisons:
+            self.eval(comparison.comparator)
+        return EMPTY
+
+    def _eval_UnaryOperation(self, expr: cst.UnaryOperation) -> frozenset:
+        value = self.eval(expr.expression)
+        return EMPTY if isinstance(expr.operator, cst.Not) else value
+
+    def _eval_Lambda(self, expr: cst.Lambda) -> frozenset:
+        return EMPTY
+
+    def _eval_SimpleString(self, expr) -> frozenset:
+        return EMPTY
+
+    def _eval_FormattedString(self, expr) -> frozenset:
+        for child in expr.parts:
+            if isinstance(child, cst.FormattedStringExpression):
+                self.eval(child.expression)
+        return EMPTY
+
+    def _eval_NamedExpr(self, expr: cst.NamedExpr) -> frozenset:
+        value = self.eval(expr.value)
+        self.assign(expr.target, self.materialise(value) if value else EMPTY)
+        return value
+
+    def _comprehension(self, expr, elements) -> frozenset:
+        saved: dict[str, frozenset | None] = {}
+        node = expr.for_in
+        while node is not None:
+            value = self.eval(node.iter)
+            for name in _target_names(node.target):
+                path = self.frame.prefix + name
+                saved.setdefault(path, self.state.env.get(path))
+                self.state.env[path] = value - {NEW}
+            for condition in node.ifs:
+                self.eval(condition.test)
+            node = node.inner_for_in
+        result = EMPTY
+        for element in elements:
+            result = result | self.eval(element)
+        for path, old in saved.items():
+            if old is None:
+                self.state.env.pop(path, None)
+            else:
+                self.state.env[path] = old
+        return result
+
+    def _eval_ListComp(self, expr) -> frozenset:
+        return self._comprehension(expr, [expr.elt])
+
+    _eval_GeneratorExp = _eval_ListComp
+    _eval_SetComp = _eval_ListComp
+
+    def _eval_DictComp(self, expr) -> frozenset:
+        return self._comprehension(expr, [expr.value])
+
+    def _eval_Call(self, call: cst.Call) -> frozenset:
+        return _CallEvaluator(self, call).evaluate()
+
+
+def _target_names(target: cst.BaseExpression):
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
+
+
+from graphlint.model.calls import _CallEvaluator  # noqa: E402  (calls.py needs the classes above)
