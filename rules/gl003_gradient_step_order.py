@@ -49,4 +49,28 @@ SUMMARY = "zero_grad/step/backward order clears gradients before a step or appli
 
 
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
-    yield from ()
+    reported = set()
+    for violation in model.order_violations:
+        key = (violation.kind, violation.at)
+        if key in reported:
+            continue
+        reported.add(key)
+        yield model.diagnostic(violation.at, _message(model, violation))
+
+
+def _message(model: ModuleModel, violation) -> str:
+    optimizer = violation.optimizer
+    if violation.kind == "a":
+        zero_grad = model.code(violation.at)
+        return (
+            f"{zero_grad} clears the gradients of the backward at line "
+            f"{model.line(violation.backward)} before {optimizer}.step() applies them; "
+            f"call it before the backward (or after the step), under the same condition as the step"
+        )
+    first = model.line(violation.first_step) if violation.first_step is not None else None
+    again = model.line(violation.step)
+    applied = f"by the step at line {first} and again by the step at line {again}" if first and first != again else f"by the step at line {again} in more than one iteration"
+    return (
+        f"the gradients of this backward are applied {applied} with no zero_grad in between, "
+        f"so every step also applies all earlier gradients; call {optimizer}.zero_grad() once per step"
+    )

@@ -39,4 +39,15 @@ SUMMARY = "Optimizer hyperparameter assigned a value that carries an autograd gr
 
 
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
-    yield from ()
+    reported = set()
+    for write in model.facts.hyperparameters:
+        if write.stmt in reported or not model.carries_graph(write.value, certain=True):
+            continue
+        reported.add(write.stmt)
+        origin_line = min(model.site_line(o[0]) for o in write.value if model.origin_is_graph(o, certain=True))
+        yield model.diagnostic(
+            write.stmt,
+            f"optimizer hyperparameter '{model.code(write.target)}' is assigned a value that carries "
+            f"the autograd graph built at line {origin_line}; it keeps every iteration's graph alive "
+            f"(SGD) or raises TypeError (Adam). Take a number instead: .item() or float(...)",
+        )

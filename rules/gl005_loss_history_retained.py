@@ -45,4 +45,25 @@ SUMMARY = "A loss with its graph is accumulated across iterations and kept alive
 
 
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
-    yield from ()
+    facts = model.facts
+    reported = set()
+    for acc in facts.accumulations:
+        if acc.stmt in reported or acc.no_grad or not acc.outlives_iteration:
+            continue
+        if acc.loop not in facts.active_loops:
+            continue  # no forward or backward runs in this loop: nothing new to retain
+        if acc.site in facts.backwarded_sites:
+            continue  # the accumulator is the objective (BPTT over time steps, REINFORCE)
+        graph = [o for o in acc.added if model.origin_is_graph(o, certain=True)]
+        if not graph:
+            continue
+        reported.add(acc.stmt)
+        line = min(model.site_line(o[0]) for o in graph)
+        name = model.code(acc.target)
+        yield model.diagnostic(
+            acc.stmt,
+            f"'{name}' accumulates a value that carries the autograd graph built at line {line} "
+            f"across iterations, keeping every iteration's graph alive; accumulate a graph-free "
+            f"value (.detach(), and .item() only when logging, since .item() in a hot loop forces "
+            f"a device sync)",
+        )

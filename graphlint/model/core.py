@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import libcst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.program import Program
 from graphlint.model.provenance import AnalysisBudgetExceeded, Facts, Interpreter, Site
 
@@ -33,6 +34,7 @@ class ModuleModel:
     facts: Facts
     sites: list[Site]
     positions: dict = field(default_factory=dict)
+    order_violations: list[Violation] = field(default_factory=list)
     # Set to a human-readable reason when a work budget cut the analysis short.
     truncated: str | None = None
 
@@ -84,6 +86,7 @@ def build_model(module: libcst.Module, source: str, budget: int = 200_000) -> Mo
             interpreter.analyse_scope(scope)
     except AnalysisBudgetExceeded as error:
         truncated = f"analysis cut short: {error}; findings for this file may be incomplete"
+    order_violations = analyse_order(program, wrapper.module.code_for_node)
     return ModuleModel(
         module=wrapper.module,
         source=source,
@@ -92,4 +95,5 @@ def build_model(module: libcst.Module, source: str, budget: int = 200_000) -> Mo
         sites=interpreter.sites,
         positions=dict(positions),
         truncated=truncated,
+        order_violations=order_violations,
     )
