@@ -49,7 +49,8 @@ SUMMARY = "Backward through a graph that an earlier backward already freed."
 
 
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
-    recurrent_sites = {fact.origin[0] for fact in reported_carries(model).values()}
+    # Origins that reach a backward through reported recurrent state are GL002's finding.
+    recurrent_sites = {o[0] for fact in reported_carries(model).values() for o in fact.carried_value}
     roots_of = {}
     for backward in model.facts.backwards:
         roots_of.setdefault(backward.call, set()).update(backward.roots)

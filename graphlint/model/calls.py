@@ -99,8 +99,9 @@ class _CallEvaluator:
     def check_carried_state(self) -> None:
         """Record arguments that carry this very statement's previous graph (recurrent state)."""
         ctx = self.ctx
-        if ctx.site is None or ctx.no_grad:
-            return
+        if ctx.site is None or ctx.no_grad or self.interp.suppress_carried:
+            return False
+        found = False
         state = ctx.state
         for arg in self.call.args:
             value = ctx.eval_quiet(arg.value)
@@ -110,13 +111,15 @@ class _CallEvaluator:
                 freed, traversed = state.freed.get(origin), state.traversed.get(origin)
                 if freed is None and traversed is None:
                     continue
+                found = True
                 self.interp.facts.carried.append(
                     ev.CarriedState(
                         self.call, origin, freed, traversed,
                         self.interp.path(self.frame, arg.value), ctx.loop, arg.value,
-                        tuple(ctx.loop_keys),
+                        tuple(ctx.loop_keys), frozenset(value),
                     )
                 )
+        return found
 
     # ----- entry -----
     def evaluate(self) -> frozenset:
@@ -320,6 +323,12 @@ class _CallEvaluator:
                 return self.args_value()
             self.args_value()
             return EMPTY
+        attribute_kinds = self.kinds(func)
+        attribute_class = self.program.class_of_instance(attribute_kinds)
+        if attribute_class is not None:
+            return self.instance_call(attribute_class, func)
+        if MODULE in attribute_kinds:
+            return self.args_value() | self.forward(CERTAIN, func)
         if MODULE in kinds:
             if method in _MODULE_HOUSEKEEPING:
                 self.args_value()
@@ -440,15 +449,19 @@ class _CallEvaluator:
             if param not in aliases:
                 state.set(frame.prefix + param, value - {NEW})
         forwards_before = interp.forwards_run
+        # A helper that runs a forward is a forward call of its own; the carried
+        # state is reported where it is passed in, not again inside the helper.
+        outer_carry = interp.recording and interp.runs_forward.get(func) and self.check_carried_state()
         interp._stack.append(func)
+        interp.suppress_carried += 1 if outer_carry else 0
         try:
             exit_state = interp.solve(frame, state, record=interp.recording)
         finally:
             interp._stack.pop()
+            interp.suppress_carried -= 1 if outer_carry else 0
         exit_state.drop_prefix(frame.prefix)
-        if interp.forwards_run > forwards_before and interp.recording:
-            # A helper that runs a forward is a forward call of its own.
-            self.check_carried_state()
+        if interp.forwards_run > forwards_before:
+            interp.runs_forward[func] = True
         ctx.state = exit_state
         return frame.returns
 

@@ -130,6 +130,7 @@ class CarriedState:
     loop: tuple | None
     argument: cst.BaseExpression
     loops: tuple = ()
+    carried_value: frozenset = frozenset()  # every origin the state brings along
 
 
 @dataclass

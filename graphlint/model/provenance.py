@@ -113,10 +113,12 @@ class State:
 
     # ----- env access -----
     def get(self, path: str) -> frozenset:
+        """The value at ``path`` with its items (``x['h']``), but not its attributes:
+        an object's attributes (``model.fake``) are not part of the object's own graph."""
         value = self.env.get(path, EMPTY)
-        dot, bracket = path + ".", path + "["
+        bracket = path + "["
         for key, other in self.env.items():
-            if other and (key.startswith(dot) or key.startswith(bracket)):
+            if other and key.startswith(bracket):
                 value = value | other
         return value
 
@@ -193,6 +195,8 @@ class Interpreter:
         self._stack: list[cst.CSTNode] = []
         self._frame_counter = 0
         self.forwards_run = 0
+        self.runs_forward: dict[cst.CSTNode, bool] = {}
+        self.suppress_carried = 0
 
     # ----- sites -----
     def site(self, stmt: cst.CSTNode) -> Site:
@@ -544,10 +548,15 @@ class _StmtContext:
         method = getattr(self, "_eval_" + type(expr).__name__, None)
         if method is not None:
             return method(expr)
+        return self._eval_children(expr)
+
+    def _eval_children(self, node: cst.CSTNode) -> frozenset:
         value = EMPTY
-        for child in expr.children:
+        for child in node.children:
             if isinstance(child, cst.BaseExpression):
                 value = value | self.eval(child)
+            elif isinstance(child, (cst.BaseElement, cst.BaseDictElement, cst.Arg, cst.FormattedStringExpression)):
+                value = value | self._eval_children(child)
         return value
 
     def _eval_Name(self, expr: cst.Name) -> frozenset:
