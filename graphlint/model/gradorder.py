@@ -131,13 +131,21 @@ class EventGraph:
                 if isinstance(item, Event):
                     current.events.append(item)
                     continue
-                func, cls, owner_path = item
+                func, cls, owner_path, call = item
                 if depth >= MAX_DEPTH or func in self.stack:
                     continue
                 callee_scope = self.program.scope_of(func)
                 callee_aliases = {}
-                if cls is not None and callee_scope.params and callee_scope.params[0] == "self" and owner_path:
-                    callee_aliases["self"] = owner_path
+                params = list(callee_scope.params)
+                if cls is not None and params and params[0] == "self":
+                    params.pop(0)
+                    if owner_path:
+                        callee_aliases["self"] = owner_path
+                call_args = [a.value for a in call.args if a.keyword is None and not a.star]
+                for param, arg in zip(params, call_args):
+                    resolved = self.resolve(arg, aliases)
+                    if resolved:
+                        callee_aliases[param] = resolved
                 self.stack.append(func)
                 try:
                     entry, exit_ = self.expand(callee_scope, callee_aliases, depth + 1, current.loop, framework)
@@ -201,7 +209,7 @@ class EventGraph:
             func = sub.func
             helper = self._helper(func, scope, aliases)
             if helper is not None:
-                yield helper
+                yield helper + (sub,)
                 continue
             if isinstance(func, cst.Attribute) and func.attr.value == "grad" and qualify(func):
                 continue

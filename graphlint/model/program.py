@@ -298,6 +298,8 @@ class _KindCollector(cst.CSTVisitor):
         self.scope = scope
         self.steps: set[str] = set()
         self.zero_grads: set[str] = set()
+        # A `.step()` right after a backward steps an optimizer (a scheduler steps after that).
+        self.after_backward = False
 
     def run(self) -> None:
         for param in _all_params(self.scope.node.params) if isinstance(self.scope.node, cst.FunctionDef) else ():
@@ -468,10 +470,16 @@ class _KindCollector(cst.CSTVisitor):
                 self._add(first, OPTIMIZER)
         if owner is None:
             return
+        if method in ("backward", "manual_backward"):
+            self.after_backward = True
         if method in ("parameters", "named_parameters", "train", "eval", "state_dict", "modules", "children", "apply", "register_forward_hook"):
             self._add(owner, MODULE)
         elif method == "step":
             self.steps.add(owner)
+            known = self.program.kinds(self.scope, owner)
+            if self.after_backward and not node.args and not known & {SCHEDULER, MODULE, SCALER}:
+                self._add(owner, OPTIMIZER)
+            self.after_backward = False
             if node.args and isinstance(func.value, (cst.Name, cst.Attribute)):
                 arg = dotted(node.args[0].value)
                 if arg and SCALER in self.program.kinds(self.scope, owner):
