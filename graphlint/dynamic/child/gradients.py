@@ -1,0 +1,127 @@
+"""GL003 bookkeeping: which backward's gradients a zero_grad or a step met.
+
+RULES.md: a backward belongs to the optimizer whose step first follows it.
+- (a) A flagged zero_grad clears gradients of a backward that no step has
+  followed yet; the first step after that backward then belongs to an
+  optimizer over those parameters: the gradients were discarded unapplied.
+- (b) A step applied a parameter's gradient; a backward then added to it while
+  it was still there (no zero_grad, the values say so), and the next step of an
+  optimizer over that parameter applied the sum again.
+Clears are seen by value (a gradient that is None or all zeros), so every
+spelling (``zero_grad``, ``set_to_none``, ``p.grad = None``) counts.
+"""
+
+from __future__ import annotations
+
+from .graphs import has_grad
+
+
+class GradientLedger:
+    def __init__(self, probe) -> None:
+        self.probe = probe
+        self.unresolved: list = []
+        self.applied: dict = {}
+        self.pending: dict = {}
+        self.steps: list = []
+        self.snapshots: dict = {}
+        self.candidates: list = []
+        self.cut_short: set = set()
+
+    def backward(self, event, leaves: dict) -> None:
+        event.extra["leaves"] = leaves
+        for pid, tensor in leaves.items():
+            if pid in self.applied or pid in self.pending:
+                if has_grad(tensor):
+                    if pid in self.applied:
+                        self.pending[pid] = (tensor, event, self.applied[pid][1])
+                else:
+                    self.applied.pop(pid, None)
+                    self.pending.pop(pid, None)
+        if self.steps:
+            event.extra["owner"] = self.steps[-1][0]  # a closure run by the step itself
+        else:
+            self.unresolved.append(event)
+
+    def before_clear(self, sid: int) -> None:
+        snapshot = {}
+        for event in self.unresolved:
+            for pid, tensor in event.extra["leaves"].items():
+                if pid not in snapshot and has_grad(tensor):
+                    snapshot[pid] = tensor
+        self.snapshots[sid] = snapshot
+
+    def after_clear(self, sid: int) -> None:
+        snapshot = self.snapshots.pop(sid, {})
+        cleared = {pid for pid, tensor in snapshot.items() if not has_grad(tensor)}
+        if not cleared:
+            return
+        probe = self.probe
+        site = probe.plan.sites[sid]
+        indexes = [i for i in site.findings if probe.plan.targets[i].code == "GL003"]
+        clear = probe.event("zero_grad")
+        for event in self.unresolved:
+            hit = cleared & set(event.extra["leaves"])
+            if hit and indexes:
+                self.candidates.append((indexes, clear, event, hit))
+        for pid in cleared:
+            self.applied.pop(pid, None)
+            self.pending.pop(pid, None)
+
+    def step_begin(self, event, optimizer) -> None:
+        probe = self.probe
+        params = {}
+        for group in getattr(optimizer, "param_groups", []):
+            for param in group.get("params", []):
+                params[id(param)] = param
+        event.extra["params"] = len(params)
+        stale = {}
+        for pid in [pid for pid in self.pending if pid in params]:
+            tensor, backward, step = self.pending.pop(pid)
+            if has_grad(tensor):
+                stale.setdefault(backward.seq, (backward, step))
+        for backward, step in stale.values():
+            for index in probe.targets_at(backward.lines, "GL003"):
+                probe.confirm(
+                    index,
+                    f"gradients applied by the step at {probe.where(step, index)} were still there, "
+                    f"with no zero_grad between, when the backward at {probe.where(backward, index)} "
+                    f"added to them; the step at {probe.where(event, index)} applied them again",
+                )
+        resolved = {id(e) for e in self.unresolved}
+        for indexes, clear, backward, hit in self.candidates:
+            if id(backward) not in resolved or not (hit & set(params)):
+                continue
+            if self._cut_short(backward, clear):
+                self.cut_short.update(indexes)
+                continue
+            for index in indexes:
+                probe.confirm(
+                    index,
+                    f"the zero_grad at {probe.where(clear, index)} cleared the gradients of the backward at "
+                    f"{probe.where(backward, index)} before the step at {probe.where(event, index)} applied them",
+                )
+        self.candidates = [c for c in self.candidates if id(c[2]) not in resolved]
+        for backward in self.unresolved:
+            backward.extra["owner"] = optimizer
+        self.unresolved = []
+        self.steps.append((optimizer, event, params))
+
+    def step_end(self, optimizer) -> None:
+        for position in range(len(self.steps) - 1, -1, -1):
+            if self.steps[position][0] is optimizer:
+                _, event, params = self.steps.pop(position)
+                break
+        else:
+            return
+        for pid, param in params.items():
+            if has_grad(param):
+                self.applied[pid] = (param, event)
+            else:
+                self.applied.pop(pid, None)
+
+    def _cut_short(self, backward, clear) -> bool:
+        """The backward's loop was stopped by us before the clear: real code might differ."""
+        activations = self.probe.activations
+        return any(
+            activations[s].truncated and s not in clear.serials for s in backward.serials if s in activations
+        )

@@ -1,0 +1,214 @@
+"""Turn what the probe saw into one verdict per finding (RULES.md, last section).
+
+The verdict may never be wrong in the dangerous direction. "confirmed" is
+only ever set by the probe on direct evidence. "not reproduced" needs the
+flagged lines to have run in at least two complete iterations, every line of
+the loop that touches gradients to have run, the probe to have seen the torch
+machinery it checks (a backward, a step, an optimizer), and no doubt left;
+anything else is inconclusive with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .probes import _grew
+
+MIN_ITERATIONS = 2
+
+# Messages of custom (non-torch) autograd engines that refuse a second backward.
+ENGINE_REFUSALS = re.compile(
+    r"more than once|second time|already been freed|already backprop|backward.{0,20}twice", re.IGNORECASE
+)
+
+
+class RunEnd:
+    """How the user's code ended: cleanly, or why not."""
+
+    def __init__(self, clean: bool, reason: str | None = None, exception: dict | None = None) -> None:
+        self.clean = clean
+        self.reason = reason
+        self.exception = exception or {}
+
+
+def judge(probe, run: RunEnd, drive_reasons: dict) -> dict:
+    _confirm_engine_refusals(probe, run)
+    verdicts = {}
+    for index in probe.plan.targets:
+        status, evidence, iterations = _verdict(probe, index, run, drive_reasons)
+        verdicts[index] = {"status": status, "evidence": evidence, "iterations": iterations}
+    return verdicts
+
+
+def _confirm_engine_refusals(probe, run: RunEnd) -> None:
+    """A custom engine's "cannot backpropagate twice" raised at the flagged line."""
+    exception = run.exception
+    if not exception or not ENGINE_REFUSALS.search(exception.get("message", "")):
+        return
+    lines = exception.get("lines", [])
+    text = f'{exception["type"]} "{exception["message"][:90]}"'
+    for index in probe.targets_at(lines, "GL001"):
+        probe.confirm(index, f"{text} raised at line {exception.get('line')}")
+    for index, target in probe.plan.targets.items():
+        if target.code != "GL002" or target.context_loop is None:
+            continue
+        act = probe.active.get(target.context_loop)
+        iterations = {i for _, ctx, i in probe.hits[index] if act is not None and ctx == ("loop", act.serial)}
+        if act is not None and act.iteration in iterations and len(iterations) >= 2:
+            probe.confirm(
+                index,
+                f"{text} raised at line {exception.get('line')} in iteration {act.iteration}, after the call "
+                f"at line {target.line} ran with state carried from iteration {act.iteration - 1}",
+            )
+
+
+def completed_iterations(probe, index: int, run: RunEnd) -> int:
+    groups: dict = {}
+    for _, context, iteration in probe.hits[index]:
+        if context is not None:
+            groups.setdefault(context, set()).add(iteration)
+    best = 0
+    for context, iterations in groups.items():
+        if context[0] == "loop":
+            act = probe.activations[context[1]]
+            done = {
+                i for i in iterations
+                if i < act.iteration or (i == act.iteration and act.closed and not act.failed)
+            }
+        elif context[0] == "call":
+            done = iterations if run.clean else iterations - {max(iterations)}
+        else:
+            done = iterations
+        best = max(best, len(done))
+    return best
+
+
+def _verdict(probe, index: int, run: RunEnd, drive_reasons: dict):
+    target = probe.plan.targets[index]
+    line = target.line
+    if index in probe.confirmed:
+        evidence, iteration = probe.confirmed[index]
+        return "confirmed", evidence, iteration
+    if target.problem:
+        return "inconclusive", target.problem, 0
+    hits = probe.hits[index]
+    completed = completed_iterations(probe, index, run)
+    if not hits:
+        reason = drive_reasons.get(target.function) or run.reason or f"line {line} never ran"
+        return "inconclusive", reason, 0
+    if completed < MIN_ITERATIONS:
+        if target.context_loop is None and target.function is None:
+            reason = f"line {line} is not in a loop and ran once"
+        else:
+            reason = f"line {line} ran in only {completed} complete iteration(s)"
+        if run.reason:
+            reason += f"; {run.reason}"
+        return "inconclusive", reason, completed
+    if probe.errors:
+        return "inconclusive", f"internal probe error: {probe.errors[0]}", completed
+    if target.outer_loop is not None:
+        marks = probe.plan.loops[target.outer_loop].marks
+        missed = [probe.plan.marks[m] for m in marks if m not in probe.marked]
+        if missed:
+            mark = missed[0]
+            return (
+                "inconclusive",
+                f"line {mark.line} ({mark.text}) of the loop never ran in {completed} iterations, "
+                f"so not every path through it was tried",
+                completed,
+            )
+    if probe.notes[index]:
+        return "inconclusive", probe.notes[index][0], completed
+    check = {
+        "GL001": _gl001, "GL002": _gl002, "GL003": _gl003, "GL004": _gl004, "GL005": _gl005,
+    }.get(target.code)
+    if check is None:
+        return "inconclusive", f"graphlint cannot run a check for {target.code}", completed
+    status, detail = check(probe, index, run)
+    if status == "not reproduced":
+        detail = f"ran {completed} iterations through line {line}; {detail}"
+        if probe.driving_used.get(index):
+            detail += f" (driven with stand-ins: {probe.driving_used[index]})"
+    return status, detail, completed
+
+
+def _gl001(probe, index, run):
+    if probe.backward_hits[index] < MIN_ITERATIONS:
+        return "inconclusive", (
+            f"no torch backward ran at line {probe.plan.targets[index].line} in two iterations "
+            f"(the probes see torch autograd only)"
+        )
+    return "not reproduced", "no backward there reached a graph that an earlier backward had freed"
+
+
+def _gl002(probe, index, run):
+    sizes = probe.forward_sizes[index]
+    if not all(complete for _, _, complete in sizes):
+        return "inconclusive", "the call's graph was too large to walk"
+    if probe.backward_count == 0:
+        return "inconclusive", "no torch backward ran, so no state could outlive one (the probes see torch autograd only)"
+    return "not reproduced", "the call's result never reached a graph backwarded in an earlier iteration"
+
+
+def _gl003(probe, index, run):
+    if index in probe.gradients.cut_short:
+        return "inconclusive", "the only cleared gradients were left over by a loop that graphlint cut short"
+    if probe.step_count < MIN_ITERATIONS or probe.backward_count < MIN_ITERATIONS:
+        return "inconclusive", (
+            f"saw {probe.backward_count} torch backward(s) and {probe.step_count} torch optimizer step(s); "
+            f"need two of each"
+        )
+    return "not reproduced", "no zero_grad cleared gradients before their step and no step applied them twice"
+
+
+def _gl004(probe, index, run):
+    if not probe.optimizers:
+        return "inconclusive", "no torch optimizer was created, so there were no hyperparameters to inspect"
+    return "not reproduced", "no optimizer hyperparameter held a tensor with grad_fn"
+
+
+def _gl005(probe, index, run):
+    history = probe.accumulations[index]
+    site = probe.plan.sites[probe.plan.targets[index].sid]
+    name = site.accumulator or "the accumulator"
+    if not history:
+        return "inconclusive", f"could not observe {name}"
+    foreign = sorted({kind for o in history for kind in o["foreign"]})
+    if foreign:
+        return "inconclusive", f"{name} holds {', '.join(foreign)} objects the probe cannot look into"
+    if not all(o["complete"] for o in history):
+        return "inconclusive", f"the graph held by {name} was too large to walk"
+    growth = _longest_growth(history)
+    if len(growth) >= 3:
+        last = growth[-1]
+        if last["root_ids"] & set(probe.traversed):
+            return "not reproduced", f"{name} grew within an iteration and was then backwarded as the objective"
+        sizes = " -> ".join(str(len(o["nodes"])) for o in growth[-4:])
+        if run.clean:
+            evidence = (
+                f"after line {site.line}, {name} kept the graph of every iteration "
+                f"({sizes} nodes over iterations {growth[0]['iteration']}-{last['iteration']}) "
+                f"and no backward ever used it"
+            )
+            if probe.driving_used.get(index):
+                evidence += f" (driven with stand-ins: {probe.driving_used[index]})"
+            return "confirmed", evidence
+        return "inconclusive", (
+            f"{name} grew ({sizes} nodes), but the run ended before it could be told apart from an "
+            f"objective backwarded later"
+        )
+    if len(growth) == 2 and not (growth[-1]["root_ids"] & set(probe.traversed)):
+        return "inconclusive", f"{name} grew between two iterations; a third was needed to be sure"
+    return "not reproduced", f"{name} held no graph that outlived its iteration"
+
+
+def _longest_growth(history: list) -> list:
+    best, current = [], []
+    for observation in history:
+        if current and current[-1]["context"] == observation["context"] and _grew(current[-1], observation):
+            current.append(observation)
+        else:
+            current = [observation]
+        if len(current) > len(best):
+            best = list(current)
+    return best
