@@ -1,37 +1,246 @@
-"""Check many files: read each one and run the single-file checker on it.
+"""Check many files: prefilter, cache, and a process pool around the single-file checker.
 
-One bad file never hides another file's findings: every failure to read a file
-becomes a GL000 finding for that file.
+For each file, in this order and stopping at the first that decides it:
+1. read its bytes (a read error is a GL000 finding for that file);
+2. the prefilter: bytes that cannot lead to a finding of the selected rules
+   are never parsed (graphlint/prefilter.py);
+3. the cache: a stored result for exactly these bytes, settings and analysis
+   code (graphlint/cache.py);
+4. the analysis (graphlint/checker.py), in a process pool when the batch is
+   large enough to pay for the workers' start-up.
+
+One bad file never hides another file's findings: a read error, an exception
+in the analysis or a worker process that dies becomes a GL000 finding for that
+file and the run goes on. Output order is stable: by path, then position.
+
+libcst (and the rules, which import it) is imported only when some file
+actually has to be analysed: a fully cached or fully prefiltered run never
+pays for it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from graphlint.checker import check_source, unanalysable
 from graphlint.finding import Finding
+from graphlint.prefilter import may_have_findings
+
+# Below this much source to analyse, starting worker processes costs more than
+# it saves: libcst analyses very roughly 0.3-0.5 MB/s, and forking and feeding
+# a pool costs some tens of milliseconds.
+POOL_MIN_BYTES = 64_000
+POOL_MIN_FILES = 2
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything that changes a file's findings (and so keys the cache)."""
+    """How to run a check.
+
+    ``codes`` is the only field that changes a file's findings (it keys the
+    cache); the others only change how fast they are found.
+    """
 
     codes: frozenset[str]
+    # Worker processes; None or 0 means one per available CPU.
+    jobs: int | None = None
+    # Read and write .graphlint_cache/ (``--no-cache`` turns it off).
+    cache: bool = True
+    # Skip files whose bytes cannot lead to a finding (tests and benchmarks turn it off).
+    prefilter: bool = True
+    # Put the cache here instead of in each file's project root.
+    cache_root: Path | None = None
+
+    def cache_key(self) -> str:
+        return "codes=" + ",".join(sorted(self.codes))
+
+    def worker_count(self) -> int:
+        if self.jobs:
+            return max(1, self.jobs)
+        return available_cpus()
 
 
-def check_file(path: Path, settings: Settings) -> list[Finding]:
-    display = str(path)
+@dataclass
+class RunStats:
+    """What a run did with each file (the benchmark harness prints these)."""
+
+    files: int = 0
+    skipped_by_prefilter: int = 0
+    from_cache: int = 0
+    analysed: int = 0
+    analysed_bytes: int = 0
+    workers: int = 0
+
+
+@dataclass
+class RunResult:
+    findings: list[Finding]
+    stats: RunStats = field(default_factory=RunStats)
+
+
+@dataclass
+class _Job:
+    index: int
+    display: str
+    data: bytes
+    cache: object | None = None  # graphlint.cache.Cache
+    key: object | None = None  # graphlint.cache.CacheKey
+
+
+def available_cpus() -> int:
     try:
-        data = path.read_bytes()
-    except OSError as error:
-        return [unanalysable(display, f"cannot read file: {error.strerror or error}")]
-    return check_source(data, display, settings.codes)
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def check_files(paths: list[Path], settings: Settings) -> list[Finding]:
     """Findings of all files, in a stable order (by path, then position)."""
-    findings: list[Finding] = []
-    for path in paths:
-        findings.extend(check_file(path, settings))
-    return sorted(findings, key=Finding.sort_key)
+    return run(paths, settings).findings
+
+
+def run(paths: list[Path], settings: Settings) -> RunResult:
+    stats = RunStats(files=len(paths))
+    per_file: list[list[Finding]] = [[] for _ in paths]
+    caches = _Caches(settings) if settings.cache else None
+    jobs: list[_Job] = []
+    for index, path in enumerate(paths):
+        path = Path(path)
+        display = str(path)
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            per_file[index] = [_unanalysable(display, f"cannot read file: {error.strerror or error}")]
+            continue
+        if settings.prefilter and not may_have_findings(data, settings.codes):
+            stats.skipped_by_prefilter += 1
+            continue
+        job = _Job(index, display, data)
+        if caches is not None:
+            job.cache, job.key = caches.lookup(path, data)
+            cached = job.cache.load(job.key, display) if job.cache is not None else None
+            if cached is not None:
+                per_file[index] = cached
+                stats.from_cache += 1
+                continue
+        jobs.append(job)
+
+    stats.analysed = len(jobs)
+    stats.analysed_bytes = sum(len(job.data) for job in jobs)
+    for job, findings in _analyse_all(jobs, settings, stats):
+        per_file[job.index] = findings
+        if job.cache is not None:
+            job.cache.store(job.key, findings)
+
+    findings = [finding for group in per_file for finding in group]
+    return RunResult(sorted(findings, key=Finding.sort_key), stats)
+
+
+class _Caches:
+    """One Cache per project root, found the way Ruff finds its cache directory."""
+
+    def __init__(self, settings: Settings) -> None:
+        from graphlint import cache
+
+        self._module = cache
+        self._fingerprint = cache.analysis_fingerprint()
+        self._settings_key = settings.cache_key()
+        self._fixed_root = settings.cache_root
+        self._cwd = Path.cwd()
+        self._roots: dict[Path, Path] = {}
+        self._by_root: dict[Path, object] = {}
+
+    def lookup(self, path: Path, data: bytes):
+        if self._fixed_root is not None:
+            root = self._fixed_root
+        else:
+            root = self._module.project_root(path, self._cwd, self._roots)
+        cache = self._by_root.get(root)
+        if cache is None:
+            cache = self._by_root[root] = self._module.Cache(root, self._fingerprint)
+        key = self._module.CacheKey.of(data, path.suffix, self._settings_key, self._fingerprint)
+        return cache, key
+
+
+def _analyse_all(jobs: list[_Job], settings: Settings, stats: RunStats):
+    workers = min(settings.worker_count(), len(jobs))
+    total = sum(len(job.data) for job in jobs)
+    if workers < 2 or len(jobs) < POOL_MIN_FILES or total < POOL_MIN_BYTES:
+        stats.workers = 1 if jobs else 0
+        for job in jobs:
+            yield job, analyse_bytes(job.data, job.display, settings.codes)
+        return
+    stats.workers = workers
+    yield from _analyse_in_pool(jobs, settings.codes, workers)
+
+
+def _analyse_in_pool(jobs: list[_Job], codes, workers: int):
+    """Analyse in worker processes, largest files first so no big file starts last."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    # Import the analysis before forking: workers inherit it instead of each importing it.
+    import graphlint.checker  # noqa: F401
+
+    largest_first = sorted(jobs, key=lambda job: len(job.data), reverse=True)
+    orphaned: list[_Job] = []
+    with ProcessPoolExecutor(workers, mp_context=_pool_context()) as executor:
+        futures = {executor.submit(analyse_bytes, job.data, job.display, codes): job for job in largest_first}
+        for future in as_completed(futures):
+            job = futures[future]
+            try:
+                findings = future.result()
+            except BrokenProcessPool:
+                # A worker died (crash, out of memory, os._exit): every unfinished
+                # job fails with it, so each is retried alone to find the culprit.
+                orphaned.append(job)
+                continue
+            except Exception as error:  # noqa: BLE001 - e.g. a result that does not pickle
+                findings = [_unanalysable(job.display, f"internal error while analysing this file: {type(error).__name__}: {error}")]
+            yield job, findings
+    for job in sorted(orphaned, key=lambda job: job.index):
+        yield job, _analyse_isolated(job, codes)
+
+
+def _analyse_isolated(job: _Job, codes) -> list[Finding]:
+    """One file in a process of its own: if it kills that process, it was the culprit."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(1, mp_context=_pool_context()) as executor:
+        try:
+            return executor.submit(analyse_bytes, job.data, job.display, codes).result()
+        except BrokenProcessPool:
+            return [_unanalysable(job.display, "the analysis of this file crashed its worker process")]
+        except Exception as error:  # noqa: BLE001
+            return [_unanalysable(job.display, f"internal error while analysing this file: {type(error).__name__}: {error}")]
+
+
+def _pool_context():
+    """fork where the platform has it: workers start in milliseconds with everything imported."""
+    import multiprocessing
+
+    if "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context()
+
+
+def analyse_bytes(data: bytes, display: str, codes: frozenset[str] | None) -> list[Finding]:
+    """The single-file checker, with any exception it lets escape turned into GL000."""
+    try:
+        from graphlint.checker import check_source
+
+        return check_source(data, display, codes)
+    except RecursionError:
+        return [_unanalysable(display, "code is nested too deeply to analyse")]
+    except MemoryError:
+        return [_unanalysable(display, "file is too large to analyse")]
+    except Exception as error:  # noqa: BLE001 - one file's bug must not stop the run
+        return [_unanalysable(display, f"internal error while analysing this file: {type(error).__name__}: {error}")]
+
+
+def _unanalysable(path: str, message: str) -> Finding:
+    # Built here rather than with checker.unanalysable so that a run needing no
+    # analysis never imports libcst.
+    return Finding("GL000", message, path, 1, 1, 1, 1)

@@ -1,0 +1,221 @@
+"""Per-file result cache in ``.graphlint_cache/`` (what makes a re-run near-instant).
+
+An entry holds one file's findings and is found by a key that hashes everything
+the findings depend on: the file's bytes, its kind (suffix), the effective
+settings, graphlint's version and a fingerprint of the analysis code itself (so
+editing a rule in a development checkout invalidates every entry).
+
+Entries are data, never code (JSON, not pickle: a checked-out repository may
+ship a crafted cache). An entry that does not decode, does not match the
+expected shape or names another key is ignored and rewritten, never trusted.
+Writes go to a temporary file in the same directory and are moved into place
+with ``os.replace``, so two concurrent runs never see half an entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from graphlint import __version__
+from graphlint.finding import Finding
+
+CACHE_DIR_NAME = ".graphlint_cache"
+# Bump when the entry layout changes; old entries then live in another directory.
+_FORMAT = 1
+# Markers Ruff also uses to find a project root for its cache.
+_PROJECT_MARKERS = ("pyproject.toml", ".git")
+
+_FINDING_FIELDS = {
+    "code": str,
+    "message": str,
+    "line": int,
+    "col": int,
+    "end_line": int,
+    "end_col": int,
+    "extra": dict,
+}
+
+
+def analysis_fingerprint(roots: list[Path] | None = None) -> str:
+    """A hash of graphlint's version and of the source of every module that produces findings.
+
+    Reading a few dozen small files costs about a millisecond; it is what makes
+    a development edit to a rule invalidate old results without a version bump.
+    """
+    digest = hashlib.sha256(f"graphlint {__version__} cache format {_FORMAT}".encode())
+    for root in sorted(roots if roots is not None else _analysis_code_roots()):
+        for path in sorted(root.rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            try:
+                digest.update(path.read_bytes())
+            except OSError:
+                digest.update(b"<unreadable>")
+    return digest.hexdigest()
+
+
+def _analysis_code_roots() -> list[Path]:
+    import importlib.util
+
+    import graphlint
+
+    # find_spec locates graphlint.rules (a separate folder in a checkout) without
+    # importing it: the rules pull in libcst, which a fully cached run never needs.
+    rules = importlib.util.find_spec("graphlint.rules")
+    rule_paths = list(rules.submodule_search_locations or []) if rules else []
+    return sorted({Path(p).resolve() for p in (*graphlint.__path__, *rule_paths)})
+
+
+def project_root(path: Path, cwd: Path, _memo: dict[Path, Path] | None = None) -> Path:
+    """The nearest directory above ``path`` holding pyproject.toml or .git, else ``cwd`` (Ruff's rule)."""
+    start = (path if path.is_absolute() else cwd / path).parent
+    seen: list[Path] = []
+    found = cwd
+    for directory in (start, *start.parents):
+        if _memo is not None and directory in _memo:
+            found = _memo[directory]
+            break
+        seen.append(directory)
+        if any((directory / marker).exists() for marker in _PROJECT_MARKERS):
+            found = directory
+            break
+    if _memo is not None:
+        for directory in seen:
+            _memo[directory] = found
+    return found
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """Where one file's result lives and the full key it must carry inside."""
+
+    digest: str
+
+    @classmethod
+    def of(cls, data: bytes, suffix: str, settings_key: str, fingerprint: str) -> "CacheKey":
+        digest = hashlib.sha256()
+        for part in (fingerprint.encode(), settings_key.encode(), suffix.encode()):
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part)
+        digest.update(data)
+        return cls(digest.hexdigest())
+
+
+class Cache:
+    """One project's cache directory; every failure to read or write is a silent miss."""
+
+    def __init__(self, root: Path, fingerprint: str) -> None:
+        self.directory = root / CACHE_DIR_NAME
+        # One directory per analysis fingerprint: a new version never reads old entries.
+        self.entries = self.directory / f"v{_FORMAT}-{fingerprint[:16]}"
+        self._prepared = False
+        self.writable = True
+
+    def _path(self, key: CacheKey) -> Path:
+        return self.entries / key.digest[:2] / f"{key.digest[2:]}.json"
+
+    def load(self, key: CacheKey, display_path: str) -> list[Finding] | None:
+        """The cached findings (re-attached to ``display_path``), or None on any miss or bad entry."""
+        try:
+            text = self._path(key).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        return decode_entry(text, key, display_path)
+
+    def store(self, key: CacheKey, findings: list[Finding]) -> None:
+        if not self.writable:
+            return
+        text = encode_entry(key, findings)
+        if text is None:
+            return
+        target = self._path(key)
+        try:
+            self._prepare()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                    stream.write(text)
+                os.replace(temporary, target)
+            except BaseException:
+                _remove_quietly(temporary)
+                raise
+        except OSError:
+            # Read-only checkout, full disk, permissions: run uncached rather than fail.
+            self.writable = False
+
+    def _prepare(self) -> None:
+        """Create the directory with its own .gitignore and CACHEDIR.TAG, like Ruff's cache."""
+        if self._prepared:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        gitignore = self.directory / ".gitignore"
+        if not gitignore.exists():
+            _write_atomically(gitignore, "# Automatically created by graphlint.\n*\n")
+        tag = self.directory / "CACHEDIR.TAG"
+        if not tag.exists():
+            _write_atomically(
+                tag,
+                "Signature: 8a477f597d28d172789f06886806bc55\n"
+                "# This file is a cache directory tag created by graphlint.\n",
+            )
+        self._prepared = True
+
+
+def encode_entry(key: CacheKey, findings: list[Finding]) -> str | None:
+    """The entry's JSON text; None when a finding holds data JSON cannot round-trip (not cached)."""
+    records = []
+    for finding in findings:
+        if finding.fix is not None or finding.confirmation is not None:
+            return None
+        record = {name: getattr(finding, name) for name in _FINDING_FIELDS}
+        records.append(record)
+    try:
+        return json.dumps({"key": key.digest, "findings": records}, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+
+
+def decode_entry(text: str, key: CacheKey, display_path: str) -> list[Finding] | None:
+    try:
+        entry = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key.digest:
+        return None
+    records = entry.get("findings")
+    if not isinstance(records, list):
+        return None
+    findings = []
+    for record in records:
+        if not isinstance(record, dict) or set(record) != set(_FINDING_FIELDS):
+            return None
+        for name, kind in _FINDING_FIELDS.items():
+            value = record[name]
+            # bool is an int subclass; a line number of `true` is corruption.
+            if not isinstance(value, kind) or isinstance(value, bool):
+                return None
+        findings.append(Finding(path=display_path, **record))
+    return findings
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        _remove_quietly(temporary)
+        raise
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
