@@ -45,8 +45,9 @@ class Settings:
     codes: frozenset[str]
     # Worker processes; None or 0 means one per available CPU.
     jobs: int | None = None
-    # Read and write .graphlint_cache/ (``--no-cache`` turns it off).
-    cache: bool = True
+    # Read and write .graphlint_cache/ (``--no-cache`` turns it off; so does
+    # GRAPHLINT_NO_CACHE=1 in the environment, like Ruff's RUFF_NO_CACHE).
+    cache: bool = field(default_factory=lambda: not _env_flag("GRAPHLINT_NO_CACHE"))
     # Skip files whose bytes cannot lead to a finding (tests and benchmarks turn it off).
     prefilter: bool = True
     # Put the cache here instead of in each file's project root.
@@ -86,6 +87,10 @@ class _Job:
     data: bytes
     cache: object | None = None  # graphlint.cache.Cache
     key: object | None = None  # graphlint.cache.CacheKey
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def available_cpus() -> int:

@@ -200,6 +200,15 @@ def test_no_cache_neither_reads_nor_writes(tmp_path: Path) -> None:
     assert second.stats.from_cache == 0 and second.stats.analysed == 1
 
 
+@pytest.mark.parametrize(("value", "cached"), [("1", False), ("true", False), ("0", True), ("", True)])
+def test_graphlint_no_cache_environment_variable_sets_the_default(
+    monkeypatch: pytest.MonkeyPatch, value: str, cached: bool
+) -> None:
+    monkeypatch.setenv("GRAPHLINT_NO_CACHE", value)
+    assert Settings(ALL).cache is cached
+    assert Settings(ALL, cache=True).cache  # an explicit setting wins
+
+
 def test_corrupted_entry_is_reanalysed_and_repaired(tmp_path: Path) -> None:
     path = write(tmp_path, "a.py", DOUBLE_BACKWARD)
     config = Settings(ALL, jobs=1, cache_root=tmp_path)
