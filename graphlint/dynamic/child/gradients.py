@@ -16,6 +16,14 @@ from __future__ import annotations
 from .graphs import has_grad
 
 
+def _finite(tensor) -> bool:
+    grad = getattr(tensor, "grad", None)
+    try:
+        return grad is None or bool(grad.isfinite().all())
+    except Exception:
+        return True
+
+
 class GradientLedger:
     def __init__(self, probe) -> None:
         self.probe = probe
@@ -47,13 +55,21 @@ class GradientLedger:
         for event in self.unresolved:
             for pid, tensor in event.extra["leaves"].items():
                 if pid not in snapshot and has_grad(tensor):
-                    snapshot[pid] = tensor
+                    snapshot[pid] = (tensor, _finite(tensor))
         self.snapshots[sid] = snapshot
 
     def after_clear(self, sid: int) -> None:
         snapshot = self.snapshots.pop(sid, {})
-        cleared = {pid for pid, tensor in snapshot.items() if not has_grad(tensor)}
+        cleared = {pid for pid, (tensor, _) in snapshot.items() if not has_grad(tensor)}
         if not cleared:
+            return
+        if not all(snapshot[pid][1] for pid in cleared):
+            # Dropping inf/nan gradients (an overflow guard skipping the step) is the
+            # intended use of a zero_grad before the step, not lost work.
+            for pid in cleared:
+                self.applied.pop(pid, None)
+                self.pending.pop(pid, None)
+            self.unresolved = [e for e in self.unresolved if not (cleared & set(e.extra["leaves"]))]
             return
         probe = self.probe
         site = probe.plan.sites[sid]
@@ -67,12 +83,17 @@ class GradientLedger:
             self.applied.pop(pid, None)
             self.pending.pop(pid, None)
 
-    def step_begin(self, event, optimizer) -> None:
-        probe = self.probe
+    @staticmethod
+    def parameters_of(optimizer) -> dict:
         params = {}
         for group in getattr(optimizer, "param_groups", []):
             for param in group.get("params", []):
                 params[id(param)] = param
+        return params
+
+    def step_begin(self, event, optimizer) -> None:
+        probe = self.probe
+        params = self.parameters_of(optimizer)
         event.extra["params"] = len(params)
         stale = {}
         for pid in [pid for pid in self.pending if pid in params]:
@@ -87,6 +108,13 @@ class GradientLedger:
                     f"with no zero_grad between, when the backward at {probe.where(backward, index)} "
                     f"added to them; the step at {probe.where(event, index)} applied them again",
                 )
+        self.resolve(event, optimizer, params)
+        self.steps.append((optimizer, event, params))
+
+    def resolve(self, event, optimizer, params: dict | None = None) -> None:
+        """A step of ``optimizer`` begins: every backward since the last step belongs to it."""
+        probe = self.probe
+        params = self.parameters_of(optimizer) if params is None else params
         resolved = {id(e) for e in self.unresolved}
         for indexes, clear, backward, hit in self.candidates:
             if id(backward) not in resolved or not (hit & set(params)):
@@ -104,7 +132,6 @@ class GradientLedger:
         for backward in self.unresolved:
             backward.extra["owner"] = optimizer
         self.unresolved = []
-        self.steps.append((optimizer, event, params))
 
     def step_end(self, optimizer) -> None:
         for position in range(len(self.steps) - 1, -1, -1):

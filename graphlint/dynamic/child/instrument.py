@@ -68,6 +68,7 @@ class Target:
     problem: str | None = None
     context_loop: int | None = None
     outer_loop: int | None = None
+    loops: list = field(default_factory=list)  # enclosing loops of the function, innermost first
     function: int | None = None
 
 
@@ -265,6 +266,7 @@ class _Planner:
                     break
                 if isinstance(parent, (ast.ClassDef, ast.Lambda)):
                     break
+            target.loops = loops
             if loops:
                 target.context_loop = loops[0]
                 target.outer_loop = loops[-1]

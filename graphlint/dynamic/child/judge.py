@@ -49,37 +49,48 @@ def _confirm_engine_refusals(probe, run: RunEnd) -> None:
     text = f'{exception["type"]} "{exception["message"][:90]}"'
     for index in probe.targets_at(lines, "GL001"):
         probe.confirm(index, f"{text} raised at line {exception.get('line')}")
+    failed = [act for act in probe.activations.values() if act.failed and act.starts]
     for index, target in probe.plan.targets.items():
-        if target.code != "GL002" or target.context_loop is None:
+        if target.code != "GL002":
             continue
-        act = probe.active.get(target.context_loop)
-        iterations = {i for _, ctx, i in probe.hits[index] if act is not None and ctx == ("loop", act.serial)}
-        if act is not None and act.iteration in iterations and len(iterations) >= 2:
-            probe.confirm(
-                index,
-                f"{text} raised at line {exception.get('line')} in iteration {act.iteration}, after the call "
-                f"at line {target.line} ran with state carried from iteration {act.iteration - 1}",
-            )
+        for act in failed:
+            if act.lid not in target.loops:
+                continue
+            current = act.starts[-1]
+            seqs = [seq for seq, _, _ in probe.hits[index] if seq >= act.starts[0]]
+            if any(seq >= current for seq in seqs) and any(seq < current for seq in seqs):
+                probe.confirm(
+                    index,
+                    f"{text} raised at line {exception.get('line')} in iteration {act.iteration} of the loop at "
+                    f"line {probe.plan.loops[act.lid].line}, after line {target.line} ran with state carried "
+                    f"from iteration {act.iteration - 1}",
+                )
+                break
 
 
 def completed_iterations(probe, index: int, run: RunEnd) -> int:
-    groups: dict = {}
-    for _, context, iteration in probe.hits[index]:
-        if context is not None:
-            groups.setdefault(context, set()).add(iteration)
+    """The most complete iterations of one loop run (any loop running at the hits:
+    lexically around the line or in a caller) that went through the flagged line."""
+    per_loop: dict = {}
+    for running in probe.hit_loops[index]:
+        for serial, iteration in running:
+            per_loop.setdefault(serial, set()).add(iteration)
     best = 0
-    for context, iterations in groups.items():
-        if context[0] == "loop":
-            act = probe.activations[context[1]]
-            done = {
-                i for i in iterations
-                if i < act.iteration or (i == act.iteration and act.closed and not act.failed)
-            }
-        elif context[0] == "call":
-            done = iterations if run.clean else iterations - {max(iterations)}
-        else:
-            done = iterations
+    for serial, iterations in per_loop.items():
+        act = probe.activations[serial]
+        done = {
+            i for i in iterations
+            if i < act.iteration or (i == act.iteration and act.closed and not act.failed)
+        }
         best = max(best, len(done))
+    if best == 0:
+        calls: dict = {}
+        for _, context, iteration in probe.hits[index]:
+            if context is not None and context[0] == "call":
+                calls.setdefault(context, set()).add(iteration)
+        for iterations in calls.values():
+            done = iterations if run.clean else iterations - {max(iterations)}
+            best = max(best, len(done))
     return best
 
 
@@ -94,7 +105,9 @@ def _verdict(probe, index: int, run: RunEnd, drive_reasons: dict):
     hits = probe.hits[index]
     completed = completed_iterations(probe, index, run)
     if not hits:
-        reason = drive_reasons.get(target.function) or run.reason or f"line {line} never ran"
+        reason = drive_reasons.get(target.function)
+        if reason is None:
+            reason = f"line {line} never ran" + (f" ({run.reason})" if run.reason else "")
         return "inconclusive", reason, 0
     if completed < MIN_ITERATIONS:
         if target.context_loop is None and target.function is None:
@@ -205,7 +218,7 @@ def _gl005(probe, index, run):
 def _longest_growth(history: list) -> list:
     best, current = [], []
     for observation in history:
-        if current and current[-1]["context"] == observation["context"] and _grew(current[-1], observation):
+        if current and _grew(current[-1], observation):
             current.append(observation)
         else:
             current = [observation]

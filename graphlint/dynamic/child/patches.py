@@ -99,6 +99,22 @@ def install(probe) -> None:
     register_optimizer_step_pre_hook(before_step)
     register_optimizer_step_post_hook(after_step)
 
+    scaler = getattr(torch.amp, "GradScaler", None)
+    if scaler is not None:
+        original_scaler_step = scaler.step
+
+        def scaler_step(self, optimizer, *args, **kwargs):
+            try:
+                probe.scaler_step(optimizer)
+            except Stop:
+                raise
+            except Exception as error:
+                probe.internal_error(error)
+            return original_scaler_step(self, optimizer, *args, **kwargs)
+
+        scaler_step.__wrapped__ = original_scaler_step
+        scaler.step = scaler_step
+
     original_init = torch.optim.Optimizer.__init__
 
     def init(self, *args, **kwargs):

@@ -78,15 +78,27 @@ class Activation:
             self.seen_autograd = probe.autograd_events
 
     def _enough(self) -> bool:
+        """Whether to stop this loop before its next iteration.
+
+        Only loops whose iterations run backwards or steps (training loops) are
+        cut short: a loop inside a forward (time steps, layers) must run in full,
+        or the shapes it builds would differ from the real run.
+        """
         probe = self.probe
         loop = probe.plan.loops[self.lid]
         watched = set(loop.targets) | set(self.flagged)
+        if not self.training_iterations:
+            return False  # only the global iteration budget and the time limit end these
         if watched:
             if self.iteration >= probe.loop_cap:
                 return True
             for index in watched:
                 if index not in probe.confirmed and self.flagged.get(index, 0) < probe.iterations:
                     return False
+            if probe.step_count and probe.gradients.unresolved:
+                # Stopping between a backward and the step that applies it would leave
+                # gradients behind that the real loop never leaves: wait for the step.
+                return False
             return all(mark in probe.marked for mark in loop.marks)
         return self.training_iterations >= TRAINING_LOOP_CAP
 
@@ -146,7 +158,7 @@ class Probe:
     UNREADABLE = UNREADABLE
 
     def __init__(self, plan, filename: str, emit, iterations: int = 3, loop_cap: int = 16,
-                 tick_budget: int = 2_000_000) -> None:
+                 tick_budget: int = 10_000_000) -> None:
         self.plan = plan
         self.filename = filename
         self.emit = emit
@@ -164,6 +176,8 @@ class Probe:
         self.marked: set = set()
         self.hit_counts = {index: 0 for index in plan.targets}
         self.hits = {index: [] for index in plan.targets}
+        # per hit: (activation serial, iteration) of every loop running at the time
+        self.hit_loops = {index: [] for index in plan.targets}
         self.confirmed: dict = {}
         self.notes = {index: [] for index in plan.targets}
         self.errors: list = []
@@ -171,6 +185,8 @@ class Probe:
         self.traversed: dict = {}
         self.backward_hits = {index: 0 for index in plan.targets}
         self.backward_count = 0
+        self.backward_seen = 0  # every backward and autograd.grad
+        self.backward_events: list = []
         self.step_count = 0
         self.optimizers: list = []
         self.gradients = GradientLedger(self)
@@ -287,9 +303,11 @@ class Probe:
         try:
             site = self.plan.sites[sid]
             self.seq += 1
+            running = tuple((act.serial, act.iteration) for act in self.active.values())
             for index in site.findings:
                 self.hit_counts[index] += 1
                 self.hits[index].append(self._hit_key(index))
+                self.hit_loops[index].append(running)
             if "GL003" in site.codes:
                 self.gradients.before_clear(sid)
             if "GL004" in site.codes:
@@ -346,6 +364,9 @@ class Probe:
         """
         event = self.event(kind)
         self.autograd_events += 1
+        self.backward_seen += 1
+        if len(self.backward_events) < 10_000:
+            self.backward_events.append(event)
         walk = graphs.walk([t.grad_fn for t in roots if getattr(t, "grad_fn", None) is not None])
         input_tensors = graphs.tensors_in(inputs).tensors if inputs is not None else None
         executed = walk.nodes if input_tensors is None else graphs.needed(walk, input_tensors)
@@ -403,6 +424,10 @@ class Probe:
         self.autograd_events += 1
         self.step_count += 1
         self.gradients.step_begin(event, optimizer)
+
+    def scaler_step(self, optimizer) -> None:
+        """GradScaler.step(opt) is a step of opt, even when it refuses to call opt.step()."""
+        self.gradients.resolve(self.event("step"), optimizer)
 
     def step_end(self, optimizer) -> None:
         self.gradients.step_end(optimizer)
@@ -505,10 +530,9 @@ class Probe:
                     self.notes[index].append(note)
             return
         walk, contents, roots = graphs.walk_value(value)
+        consumed = [self.traversed[k] for k in walk.nodes if k in self.traversed]
         for index in indexes:
             key = self._hit_key(index)
-            start = self.iteration_start(index)
-            consumed = [self.traversed[k] for k in walk.nodes if k in self.traversed and self.traversed[k].first.seq < start]
             observation = {
                 "context": key[1],
                 "iteration": key[2],
@@ -517,24 +541,31 @@ class Probe:
                 "root_ids": {id(r) for r in roots},
                 "complete": walk.complete and contents.complete,
                 "foreign": sorted(contents.foreign),
-                "consumed": consumed[:1],
                 "seq": self.seq,
+                "backwards": self.backward_seen,
             }
             history = self.accumulations[index]
-            if history and history[-1]["context"] == key[1] and history[-1]["iteration"] == key[2]:
-                history[-1] = observation
-            else:
-                history.append(observation)
-            previous = [o for o in history[:-1] if o["context"] == key[1]]
-            if consumed and previous and _grew(previous[-1], observation):
-                first = consumed[0].first
-                sizes = " -> ".join(str(len(o["nodes"])) for o in (previous[-3:] + [observation]))
-                self.confirm(
-                    index,
-                    f"after line {site.line} in iteration {key[2]}, {site.accumulator} still holds graph "
-                    f"node(s) already backwarded at {self.where(first, index)} and keeps growing "
-                    f"({sizes} nodes)",
-                )
+            history.append(observation)
+            if len(history) > 64:
+                del history[0]
+            if not consumed:
+                continue
+            # Kept across a backward: an earlier observation, made before some later
+            # backward ran, is still inside this one, which has grown since.
+            for earlier in reversed(history[:-1]):
+                if earlier["backwards"] < observation["backwards"] and _grew(earlier, observation):
+                    between = next(e for e in self.backward_events if e.seq > earlier["seq"])
+                    self.confirm(
+                        index,
+                        f"after line {site.line}{_in_iteration(key[2])}, {site.accumulator} still holds the "
+                        f"graph it held before the backward at {self.where(between, index)} and keeps growing "
+                        f"({len(earlier['nodes'])} -> {len(observation['nodes'])} graph nodes)",
+                    )
+                    break
+
+
+def _in_iteration(iteration) -> str:
+    return f" in iteration {iteration}" if iteration else ""
 
 
 def _headline(message: str) -> str:

@@ -105,7 +105,9 @@ def execute(action, probe, filename: str) -> RunEnd:
     try:
         action()
         return RunEnd(True)
-    except Stop:
+    except Stop as stop:
+        if probe.stop_reason is None:  # the soft time limit raises Stop without the probe
+            probe.request_stop(str(stop) or "stopped")
         return RunEnd(probe.stop_clean, None if probe.stop_clean else probe.stop_reason)
     except SystemExit as error:
         code = error.code

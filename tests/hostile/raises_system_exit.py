@@ -1,0 +1,11 @@
+"""Hostile: raises SystemExit with a failure status before training."""
+import torch
+
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+raise SystemExit(4)
+
+for step in range(3):
+    loss = model(torch.randn(2, 4)).pow(2).mean()
+    loss.backward()  # expect: GL003
+    opt.step()

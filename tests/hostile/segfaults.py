@@ -1,0 +1,13 @@
+"""Hostile: dereferences a null pointer through ctypes."""
+import ctypes
+
+import torch
+
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+ctypes.string_at(0)
+
+for step in range(3):
+    loss = model(torch.randn(2, 4)).pow(2).mean()
+    loss.backward()  # expect: GL003
+    opt.step()
