@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphlint.finding import Finding
-from graphlint.prefilter import may_have_findings
+from graphlint.prefilter import may_have_findings, may_have_findings_in_code
 
 # Below this much source to analyse, starting worker processes costs more than
 # it saves: libcst analyses very roughly 0.3-0.5 MB/s, and forking and feeding
@@ -67,9 +67,10 @@ class RunStats:
     """What a run did with each file (the benchmark harness prints these)."""
 
     files: int = 0
-    skipped_by_prefilter: int = 0
+    skipped_by_prefilter: int = 0  # stage 1: bytes
+    skipped_by_compiled_prefilter: int = 0  # stage 2: identifiers of the compiled code
     from_cache: int = 0
-    analysed: int = 0
+    analysed: int = 0  # passed both stages and were parsed
     analysed_bytes: int = 0
     workers: int = 0
 
@@ -131,9 +132,13 @@ def run(paths: list[Path], settings: Settings) -> RunResult:
                 continue
         jobs.append(job)
 
-    stats.analysed = len(jobs)
-    stats.analysed_bytes = sum(len(job.data) for job in jobs)
     for job, findings in _analyse_all(jobs, settings, stats):
+        if findings is None:
+            stats.skipped_by_compiled_prefilter += 1
+            findings = []
+        else:
+            stats.analysed += 1
+            stats.analysed_bytes += len(job.data)
         per_file[job.index] = findings
         if job.cache is not None:
             job.cache.store(job.key, findings)
@@ -174,13 +179,13 @@ def _analyse_all(jobs: list[_Job], settings: Settings, stats: RunStats):
     if workers < 2 or len(jobs) < POOL_MIN_FILES or total < POOL_MIN_BYTES:
         stats.workers = 1 if jobs else 0
         for job in jobs:
-            yield job, analyse_bytes(job.data, job.display, settings.codes)
+            yield job, analyse_bytes(job.data, job.display, settings.codes, settings.prefilter)
         return
     stats.workers = workers
-    yield from _analyse_in_pool(jobs, settings.codes, workers)
+    yield from _analyse_in_pool(jobs, settings.codes, settings.prefilter, workers)
 
 
-def _analyse_in_pool(jobs: list[_Job], codes, workers: int):
+def _analyse_in_pool(jobs: list[_Job], codes, prefilter: bool, workers: int):
     """Analyse in worker processes, largest files first so no big file starts last."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
@@ -191,7 +196,9 @@ def _analyse_in_pool(jobs: list[_Job], codes, workers: int):
     largest_first = sorted(jobs, key=lambda job: len(job.data), reverse=True)
     orphaned: list[_Job] = []
     with ProcessPoolExecutor(workers, mp_context=_pool_context()) as executor:
-        futures = {executor.submit(analyse_bytes, job.data, job.display, codes): job for job in largest_first}
+        futures = {
+            executor.submit(analyse_bytes, job.data, job.display, codes, prefilter): job for job in largest_first
+        }
         for future in as_completed(futures):
             job = futures[future]
             try:
@@ -205,17 +212,17 @@ def _analyse_in_pool(jobs: list[_Job], codes, workers: int):
                 findings = [_unanalysable(job.display, f"internal error while analysing this file: {type(error).__name__}: {error}")]
             yield job, findings
     for job in sorted(orphaned, key=lambda job: job.index):
-        yield job, _analyse_isolated(job, codes)
+        yield job, _analyse_isolated(job, codes, prefilter)
 
 
-def _analyse_isolated(job: _Job, codes) -> list[Finding]:
+def _analyse_isolated(job: _Job, codes, prefilter: bool) -> list[Finding] | None:
     """One file in a process of its own: if it kills that process, it was the culprit."""
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     with ProcessPoolExecutor(1, mp_context=_pool_context()) as executor:
         try:
-            return executor.submit(analyse_bytes, job.data, job.display, codes).result()
+            return executor.submit(analyse_bytes, job.data, job.display, codes, prefilter).result()
         except BrokenProcessPool:
             return [_unanalysable(job.display, "the analysis of this file crashed its worker process")]
         except Exception as error:  # noqa: BLE001
@@ -231,8 +238,14 @@ def _pool_context():
     return multiprocessing.get_context()
 
 
-def analyse_bytes(data: bytes, display: str, codes: frozenset[str] | None) -> list[Finding]:
-    """The single-file checker, with any exception it lets escape turned into GL000."""
+def analyse_bytes(data: bytes, display: str, codes: frozenset[str] | None, prefilter: bool = True) -> list[Finding] | None:
+    """The single-file checker, with any exception it lets escape turned into GL000.
+
+    None when the second stage of the prefilter (which runs here, in the
+    worker, because it compiles the file) shows the file cannot have findings.
+    """
+    if prefilter and not may_have_findings_in_code(data, codes):
+        return None
     try:
         from graphlint.checker import check_source
 

@@ -1,23 +1,51 @@
-"""A byte-level test, run before any parse: can this file lead to a finding at all?
+"""Two cheap tests, run before any libcst parse: can this file lead to a finding at all?
 
-Parsing with libcst is by far the most expensive step of a run, and most files
-of a real codebase (models, data, utilities) contain no training loop. Every
-rule needs some event that is only ever recognised from a spelling in the
-same file (graphlint never looks into other files): a backward (GL001-GL003),
-an optimizer hyperparameter (GL004), a training or evaluation loop (GL005). A
-file without any of those spellings is skipped without being parsed, so its
-syntax errors are left to the other linters.
+Parsing with libcst and building the model is by far the most expensive part
+of a run, and most files of a real codebase (models, data, utilities) contain
+no training loop. Every rule needs some event that is only ever recognised
+from a spelling in the same file (graphlint never looks into other files): a
+backward (GL001-GL003), an optimizer hyperparameter (GL004), a training or
+evaluation loop (GL005).
 
-The needles are deliberately wider than the recognisers (a mention in a
-comment or a docstring keeps the file): a needle may let a file through
-needlessly, but must never drop one that has a finding. tests/test_prefilter.py
-checks that over every fixture. When the analysis learns a new spelling of an
-event, its needle belongs here.
+1. ``may_have_findings`` searches the raw bytes for those spellings (a
+   mention in a comment or a docstring still lets the file through). It runs
+   on every file, in the main process, before the cache is consulted.
+2. ``may_have_findings_in_code`` compiles the file with CPython's own
+   compiler (about 100x faster than the analysis) and looks for the same
+   spellings among the identifiers the code really uses (``co_names`` and
+   friends, which keep names of unreachable code too), so prose in
+   docstrings and comments no longer counts. It runs in the workers, on the
+   files that passed the first test; a file that does not compile is kept
+   (its GL000 comes from the analysis).
+
+A file dropped by either test is never parsed, so its syntax errors are left
+to the other linters. The needles are deliberately wider than the
+recognisers: they may let a file through needlessly, but must never drop one
+that has a finding. tests/test_prefilter.py checks that over every fixture,
+and ``benchmarks/bench.py --check-prefilter`` over the corpus. When the
+analysis learns a new spelling of an event, its needle belongs here.
 """
 
 from __future__ import annotations
 
 import re
+
+import types
+import warnings
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Needle:
+    """The spellings one rule cannot report without: as bytes, and as identifiers of compiled code."""
+
+    pattern: bytes  # a regular expression over the raw file
+    names: frozenset[str]  # identifiers, any of which lets the file through
+    name_parts: tuple[str, ...] = ()  # substrings of identifiers (dotted import names)
+
+    def __add__(self, other: "Needle") -> "Needle":
+        return Needle(self.pattern + b"|" + other.pattern, self.names | other.names, self.name_parts + other.name_parts)
+
 
 # A backward of RULES.md: `t.backward()`, `scaler.scale(t).backward()`,
 # `accelerator.backward(t)`, `self.manual_backward(t)`, `optimizer.backward(t)`,
@@ -27,11 +55,15 @@ import re
 # or attribute path that reaches them spells "autograd". The attribute form
 # (a dot, possibly split over lines) keeps prose such as "backward
 # compatibility" from letting half of a codebase through.
-_BACKWARD = rb"\.[\s\\]*(?:manual_)?backward\b|\bmanual_backward\b|autograd"
+_BACKWARD = Needle(
+    rb"\.[\s\\]*(?:manual_)?backward\b|\bmanual_backward\b|autograd",
+    frozenset({"backward", "manual_backward"}),
+    ("autograd",),
+)
 
 # An optimizer hyperparameter write: `opt.param_groups[i][k] = v`, `for g in
 # opt.param_groups: g[k] = v` / `g.update(...)`, `opt.defaults[k] = v`.
-_HYPERPARAMETER = rb"\bparam_groups\b|\.[\s\\]*defaults\b"
+_HYPERPARAMETER = Needle(rb"\bparam_groups\b|\.[\s\\]*defaults\b", frozenset({"param_groups", "defaults"}))
 
 # GL005 (a graph-bearing value accumulated across iterations) needs a loop
 # that runs a backward (a training loop) or a forward outside any backward: an
@@ -41,9 +73,9 @@ _HYPERPARAMETER = rb"\bparam_groups\b|\.[\s\\]*defaults\b"
 # intermediate features), whose accumulated outputs are the objective the
 # caller backwards, not retained history. `zero_grad` is kept as a sign of
 # training code whose backward sits in a helper spelled elsewhere.
-_TRAINING_OR_EVALUATION = (
-    _BACKWARD
-    + rb"|zero_grad|\.[\s\\]*eval[\s\\]*\(|\.[\s\\]*train[\s\\]*\(\s*(?:mode\s*=\s*)?False"
+_TRAINING_OR_EVALUATION = _BACKWARD + Needle(
+    rb"zero_grad|\.[\s\\]*eval[\s\\]*\(|\.[\s\\]*train[\s\\]*\(\s*(?:mode\s*=\s*)?False",
+    frozenset({"zero_grad", "eval", "train"}),
 )
 
 # GL001 (a second backward through a freed graph), GL002 (recurrent state in a
@@ -51,7 +83,7 @@ _TRAINING_OR_EVALUATION = (
 # both of its shapes start at a backward) all need a backward.
 # Every rule has an entry (tests/test_prefilter.py checks it against the rule
 # registry); None means the rule may report on any file.
-NEEDLES: dict[str, bytes | None] = {
+NEEDLES: dict[str, Needle | None] = {
     "GL001": _BACKWARD,
     "GL002": _BACKWARD,
     "GL003": _BACKWARD,
@@ -62,35 +94,69 @@ NEEDLES: dict[str, bytes | None] = {
 # Codes that are not rules: GL000 reports unanalysable input and is only ever
 # produced for files that are analysed anyway.
 _NOT_RULES = frozenset({"GL000"})
+_NOTHING = Needle(rb"(?!)", frozenset())
 
-_compiled: dict[frozenset[str] | None, re.Pattern[bytes] | None] = {}
+_combined: dict[frozenset[str] | None, tuple[Needle, re.Pattern[bytes]] | None] = {}
 
 
 def may_have_findings(data: bytes, codes: frozenset[str] | None = None) -> bool:
-    """False only when no rule in ``codes`` (None: all rules) can report anything on ``data``."""
-    pattern = _pattern(codes)
-    if pattern is None:
+    """Stage 1: False only when no rule in ``codes`` (None: all rules) can report anything on ``data``."""
+    needle = _needle(codes)
+    if needle is None:
         return True  # a selected rule has no needle: every file may matter
-    return pattern.search(data) is not None
+    return needle[1].search(data) is not None
 
 
-def _pattern(codes: frozenset[str] | None) -> re.Pattern[bytes] | None:
-    if codes not in _compiled:
-        _compiled[codes] = _build(codes)
-    return _compiled[codes]
+def may_have_findings_in_code(data: bytes, codes: frozenset[str] | None = None) -> bool:
+    """Stage 2: like stage 1, but only identifiers of the compiled code count."""
+    needle = _needle(codes)
+    if needle is None:
+        return True
+    names = code_names(data)
+    if names is None:
+        return True
+    wanted = needle[0]
+    if names & wanted.names:
+        return True
+    return any(part in name for name in names for part in wanted.name_parts)
 
 
-def _build(codes: frozenset[str] | None) -> re.Pattern[bytes] | None:
+def code_names(data: bytes) -> set[str] | None:
+    """Every identifier compiled code uses (attributes, globals, imports, locals); None if it does not compile."""
+    try:
+        with warnings.catch_warnings():
+            # Invalid escapes and the like warn at compile time; they are not our business.
+            warnings.simplefilter("ignore")
+            code = compile(data, "<prefilter>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        current = stack.pop()
+        names.update(current.co_names, current.co_varnames, current.co_cellvars, current.co_freevars)
+        stack.extend(const for const in current.co_consts if isinstance(const, types.CodeType))
+    return names
+
+
+def _needle(codes: frozenset[str] | None) -> tuple[Needle, re.Pattern[bytes]] | None:
+    if codes not in _combined:
+        needle = _combine(codes)
+        _combined[codes] = None if needle is None else (needle, re.compile(needle.pattern))
+    return _combined[codes]
+
+
+def _combine(codes: frozenset[str] | None) -> Needle | None:
     selected = sorted(NEEDLES) if codes is None else sorted(codes - _NOT_RULES)
-    needles: list[bytes] = []
+    combined: Needle | None = None
     for code in selected:
         # A code without a needle (including one this table does not know) may match anything.
         needle = NEEDLES.get(code)
         if needle is None:
             return None
-        if needle not in needles:
-            needles.append(needle)
-    if not needles:
-        # Nothing but GL000 selected: no rule runs, so no file needs parsing.
-        return re.compile(rb"(?!)")
-    return re.compile(b"|".join(needles))
+        if combined is None:
+            combined = needle
+        elif needle.pattern not in combined.pattern:
+            combined = combined + needle
+    # Nothing but GL000 selected: no rule runs, so no file needs parsing.
+    return combined or _NOTHING

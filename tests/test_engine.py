@@ -73,6 +73,18 @@ def test_prefilter_skips_files_without_training_spellings(tmp_path: Path) -> Non
     assert off.stats.analysed == 2 and off.findings == result.findings
 
 
+def test_second_stage_drops_files_whose_spellings_are_only_prose(tmp_path: Path) -> None:
+    prose = write(tmp_path, "util.py", '"""Call loss.backward() before opt.step()."""\n' + NO_TRAINING)
+    broken = write(tmp_path, "b.py", BROKEN)
+    result = run([prose, broken], Settings(ALL, jobs=1, cache_root=tmp_path))
+    assert result.stats.skipped_by_prefilter == 0
+    assert result.stats.skipped_by_compiled_prefilter == 1
+    assert result.stats.analysed == 1  # the broken file does not compile: kept for its GL000
+    assert [Path(f.path).name for f in result.findings] == ["b.py"]
+    warm = run([prose, broken], Settings(ALL, jobs=1, cache_root=tmp_path))
+    assert warm.stats.from_cache == 2 and warm.findings == result.findings
+
+
 def test_a_broken_file_outside_the_prefilter_is_not_parsed(tmp_path: Path) -> None:
     # The documented trade-off: a file that cannot hold a finding is never
     # parsed, so its syntax error is left to the other linters.
@@ -138,10 +150,10 @@ def test_an_exception_in_the_analysis_is_gl000_for_that_file_only(
     assert "ValueError: analysis bug" in next(f.message for f in findings if f.path.endswith("boom.py"))
 
 
-def _dying_analysis(data: bytes, display: str, codes) -> list:
+def _dying_analysis(data: bytes, display: str, codes, prefilter: bool = True) -> list:
     if display.endswith("die.py"):
         os._exit(3)  # what a segfault or the OOM killer looks like to the pool
-    return _original_analyse(data, display, codes)
+    return _original_analyse(data, display, codes, prefilter)
 
 
 _original_analyse = engine.analyse_bytes

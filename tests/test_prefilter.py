@@ -1,9 +1,10 @@
 """The prefilter must never drop a file that has a finding.
 
-Two checks over every fixture: (1) each code a fixture expects is let through
-for that code alone and for all rules; (2) every file the prefilter drops, for
-any selection, really has no finding of the dropped codes when analysed
-(so a run with the prefilter on equals a run with it off).
+Two checks over every fixture, for both stages (bytes, compiled identifiers):
+(1) each code a fixture expects is let through for that code alone and for
+all rules; (2) every file the prefilter drops, for any selection, really has
+no finding of the dropped codes when analysed (so a run with the prefilter on
+equals a run with it off).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from graphlint.engine import Settings, run
-from graphlint.prefilter import NEEDLES, may_have_findings
+from graphlint.prefilter import NEEDLES, code_names, may_have_findings, may_have_findings_in_code
 from graphlint.rules import RULES_BY_CODE
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -42,9 +43,10 @@ def test_there_are_positive_fixtures_to_check() -> None:
 def test_expected_codes_pass_the_prefilter(path: Path) -> None:
     data = path.read_bytes()
     for code in expected_codes(path):
-        assert may_have_findings(data, frozenset({code})), f"{code} alone dropped"
-        assert may_have_findings(data, frozenset({code, "GL000"}))
-        assert may_have_findings(data, None), "dropped with every rule selected"
+        for stage in (may_have_findings, may_have_findings_in_code):
+            assert stage(data, frozenset({code})), f"{code} alone dropped by {stage.__name__}"
+            assert stage(data, frozenset({code, "GL000"}))
+            assert stage(data, None), f"dropped with every rule selected by {stage.__name__}"
 
 
 def _selections() -> list[frozenset[str] | None]:
@@ -56,7 +58,7 @@ def test_files_dropped_by_the_prefilter_have_no_findings() -> None:
     for path in FIXTURE_FILES:
         data = path.read_bytes()
         for codes in _selections():
-            if not may_have_findings(data, codes):
+            if not may_have_findings(data, codes) or not may_have_findings_in_code(data, codes):
                 dropped.setdefault(path, []).append(codes)
     if not dropped:
         pytest.skip("the prefilter drops no fixture for any selection")
@@ -88,8 +90,9 @@ def test_files_dropped_by_the_prefilter_have_no_findings() -> None:
     ],
 )
 def test_every_backward_spelling_is_kept_for_backward_rules(source: bytes) -> None:
-    for code in ("GL001", "GL002", "GL003"):
+    for code in ("GL001", "GL002", "GL003", "GL005"):
         assert may_have_findings(source, frozenset({code}))
+        assert may_have_findings_in_code(source, frozenset({code}))
 
 
 @pytest.mark.parametrize(
@@ -103,6 +106,7 @@ def test_every_backward_spelling_is_kept_for_backward_rules(source: bytes) -> No
 )
 def test_hyperparameter_spellings_are_kept_for_gl004(source: bytes) -> None:
     assert may_have_findings(source, frozenset({"GL004"}))
+    assert may_have_findings_in_code(source, frozenset({"GL004"}))
 
 
 @pytest.mark.parametrize(
@@ -118,6 +122,7 @@ def test_hyperparameter_spellings_are_kept_for_gl004(source: bytes) -> None:
 )
 def test_training_and_evaluation_loops_are_kept_for_gl005(source: bytes) -> None:
     assert may_have_findings(source, frozenset({"GL005"}))
+    assert may_have_findings_in_code(source, frozenset({"GL005"}))
 
 
 @pytest.mark.parametrize(
@@ -144,6 +149,49 @@ def test_files_without_any_spelling_are_dropped(codes: frozenset[str]) -> None:
         b"        return x, features\n"
     )
     assert not may_have_findings(model_file, codes)
+    assert not may_have_findings_in_code(model_file, codes)
+
+
+PROSE_ONLY = (
+    b'"""Utilities. Call `loss.backward()` yourself; see torch.autograd and opt.param_groups."""\n'
+    b"# model.eval() is the caller's business; zero_grad too\n"
+    b"def helper(x):\n"
+    b"    return x * 2  # no .backward() here\n"
+)
+
+
+def test_second_stage_ignores_docstrings_and_comments() -> None:
+    assert may_have_findings(PROSE_ONLY)
+    assert not may_have_findings_in_code(PROSE_ONLY)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b"if False:\n    loss.backward()\n",
+        b"while 0:\n    opt.param_groups[0]['lr'] = loss\n",
+        b"if not __debug__:\n    model.eval()\n",
+        b"def f():\n    return\n    loss.backward()\n",
+        b"def f():\n    def g():\n        class C:\n            h = lambda: loss.backward()\n",
+        b"def f(backward):\n    backward(loss)\n",
+    ],
+)
+def test_second_stage_sees_names_in_unreachable_and_nested_code(source: bytes) -> None:
+    assert may_have_findings_in_code(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [b"loss.backward(\n", b"x = '\x00'\x00\n", b"\xff\xfe not utf-8 .backward()", b"(" * 300 + b"loss.backward()" + b")" * 300],
+)
+def test_second_stage_keeps_what_does_not_compile(source: bytes) -> None:
+    assert code_names(source) is None
+    assert may_have_findings_in_code(source)
+
+
+def test_second_stage_keeps_compile_warnings_quiet(recwarn: pytest.WarningsRecorder) -> None:
+    assert may_have_findings_in_code(b"pattern = '\\d'\nloss.backward()\n")
+    assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
 
 
 def test_only_gl000_selected_needs_no_parse() -> None:
