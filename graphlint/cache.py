@@ -50,12 +50,22 @@ def analysis_fingerprint(roots: list[Path] | None = None) -> str:
     digest = hashlib.sha256(f"graphlint {__version__} cache format {_FORMAT}".encode())
     for root in sorted(roots if roots is not None else _analysis_code_roots()):
         for path in sorted(root.rglob("*.py")):
+            if path.relative_to(root).parts[0] in _NOT_ANALYSIS:
+                continue
             digest.update(str(path.relative_to(root)).encode())
             try:
                 digest.update(path.read_bytes())
             except OSError:
                 digest.update(b"<unreadable>")
     return digest.hexdigest()
+
+
+# Parts of the graphlint package that never change a file's findings. Anything
+# not listed (a new module included) counts, so a forgotten entry only costs a
+# needless invalidation, never a stale result.
+_NOT_ANALYSIS = frozenset(
+    {"__main__.py", "cli.py", "files.py", "config.py", "cache.py", "engine.py", "report", "dynamic", "__pycache__"}
+)
 
 
 def _analysis_code_roots() -> list[Path]:

@@ -171,6 +171,20 @@ def test_fingerprint_follows_analysis_code_and_version(tmp_path: Path, monkeypat
     assert analysis_fingerprint([code]) != current
 
 
+def test_fingerprint_ignores_code_that_cannot_change_findings(tmp_path: Path) -> None:
+    package = tmp_path / "graphlint"
+    (package / "report").mkdir(parents=True)
+    (package / "checker.py").write_text("")
+    (package / "cli.py").write_text("")
+    (package / "report" / "text.py").write_text("")
+    before = analysis_fingerprint([package])
+    (package / "cli.py").write_text("# a new option")
+    (package / "report" / "text.py").write_text("# a new format")
+    assert analysis_fingerprint([package]) == before
+    (package / "notebooks.py").write_text("# a new module may change findings")
+    assert analysis_fingerprint([package]) != before
+
+
 def test_fingerprint_of_the_installed_analysis_covers_the_rules() -> None:
     roots = cache_module._analysis_code_roots()
     names = {path.name for root in roots for path in root.glob("*.py")}
