@@ -96,6 +96,22 @@ for i in range(3):
     opt.step()
     out.pow(2).mean().backward()  # expect: GL001
 ''', "confirmed", r'RuntimeError "one of the variables needed for gradient computation has been modified'),
+    # The discriminator's zero_grad drops what the generator's backward wrote into D: correct.
+    "gan_discriminator_zero_grad.py": ('''
+import torch
+G, D = torch.nn.Linear(2, 3), torch.nn.Linear(3, 1)
+opt_g = torch.optim.SGD(G.parameters(), lr=0.01)
+opt_d = torch.optim.SGD(D.parameters(), lr=0.01)
+for i in range(4):
+    fake = G(torch.randn(4, 2))
+    opt_d.zero_grad()
+    (D(torch.randn(4, 3)).mean() - D(fake.detach()).mean()).backward()
+    opt_d.step()
+    opt_g.zero_grad()
+    D(fake).mean().backward()
+    D.zero_grad()  # expect: GL003
+    opt_g.step()
+''', "not reproduced", r"no zero_grad cleared gradients"),
     # Hard-coded CUDA runs on the CPU.
     "hard_coded_cuda.py": ('''
 import torch

@@ -2,8 +2,10 @@
 
 RULES.md: a backward belongs to the optimizer whose step first follows it.
 - (a) A flagged zero_grad clears gradients of a backward that no step has
-  followed yet; the first step after that backward then belongs to an
-  optimizer over those parameters: the gradients were discarded unapplied.
+  followed yet, and the next step of an optimizer over those parameters comes
+  before (after another optimizer's step) any new backward into them: the
+  gradients were discarded unapplied. (A discriminator's zero_grad discarding
+  what the generator's backward wrote, after the generator's step, is not.)
 - (b) A step applied a parameter's gradient; a backward then added to it while
   it was still there (no zero_grad, the values say so), and the next step of an
   optimizer over that parameter applied the sum again.
@@ -37,6 +39,9 @@ class GradientLedger:
 
     def backward(self, event, leaves: dict) -> None:
         event.extra["leaves"] = leaves
+        self.candidates = [
+            c for c in self.candidates if not (c["other_step"] and c["hit"] & set(leaves))
+        ]
         for pid, tensor in leaves.items():
             if pid in self.applied or pid in self.pending:
                 if has_grad(tensor):
@@ -49,6 +54,13 @@ class GradientLedger:
             event.extra["owner"] = self.steps[-1][0]  # a closure run by the step itself
         else:
             self.unresolved.append(event)
+
+    def backward_done(self, event) -> None:
+        """Which parameters now hold gradients (and whether finite), right after a backward."""
+        leaves = event.extra.get("leaves")
+        if leaves is None:
+            return
+        event.extra["written"] = {pid: _finite(t) for pid, t in leaves.items() if has_grad(t)}
 
     def before_clear(self, sid: int) -> None:
         snapshot = {}
@@ -78,7 +90,9 @@ class GradientLedger:
         for event in self.unresolved:
             hit = cleared & set(event.extra["leaves"])
             if hit and indexes:
-                self.candidates.append((indexes, clear, event, hit))
+                self.candidates.append(
+                    {"indexes": indexes, "clear": clear, "backward": event, "hit": hit, "other_step": False}
+                )
         for pid in cleared:
             self.applied.pop(pid, None)
             self.pending.pop(pid, None)
@@ -115,23 +129,48 @@ class GradientLedger:
         """A step of ``optimizer`` begins: every backward since the last step belongs to it."""
         probe = self.probe
         params = self.parameters_of(optimizer) if params is None else params
-        resolved = {id(e) for e in self.unresolved}
-        for indexes, clear, backward, hit in self.candidates:
-            if id(backward) not in resolved or not (hit & set(params)):
+        remaining = []
+        for candidate in self.candidates:
+            indexes, clear, backward, hit = candidate["indexes"], candidate["clear"], candidate["backward"], candidate["hit"]
+            if not (hit & set(params)):
+                # Another optimizer's step: from now on, a new backward into the cleared
+                # parameters means they were cleared for it (the GAN discriminator case).
+                candidate["other_step"] = True
+                remaining.append(candidate)
                 continue
             if self._cut_short(backward, clear):
                 self.cut_short.update(indexes)
                 continue
-            for index in indexes:
+            # The zero_grad's finding, and one reported at the backward whose gradients were lost.
+            for index in list(indexes) + [i for i in probe.targets_at(backward.lines, "GL003") if i not in indexes]:
                 probe.confirm(
                     index,
                     f"the zero_grad at {probe.where(clear, index)} cleared the gradients of the backward at "
                     f"{probe.where(backward, index)} before the step at {probe.where(event, index)} applied them",
                 )
-        self.candidates = [c for c in self.candidates if id(c[2]) not in resolved]
+        self.candidates = remaining
+        self._lost_before_step(event, params)
         for backward in self.unresolved:
             backward.extra["owner"] = optimizer
         self.unresolved = []
+
+    def _lost_before_step(self, step, params: dict) -> None:
+        """A finding at a backward: every gradient it wrote into this optimizer's
+        parameters is gone (None or zero) when the step that owns it begins."""
+        probe = self.probe
+        for backward in self.unresolved:
+            written = backward.extra.get("written") or {}
+            mine = [pid for pid in written if pid in params]
+            if not mine or not all(written[pid] for pid in mine):
+                continue  # nothing of ours, or inf/nan gradients an overflow guard may drop
+            if any(has_grad(params[pid]) for pid in mine):
+                continue
+            for index in probe.targets_at(backward.lines, "GL003"):
+                probe.confirm(
+                    index,
+                    f"the gradients written by the backward at {probe.where(backward, index)} were cleared "
+                    f"before the step at {probe.where(step, index)} applied them",
+                )
 
     def step_end(self, optimizer) -> None:
         for position in range(len(self.steps) - 1, -1, -1):

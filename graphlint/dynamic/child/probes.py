@@ -254,7 +254,14 @@ class Probe:
         return 0
 
     def where(self, event: Event, index: int) -> str:
-        text = f"line {event.line}" if event.line is not None else "a backward outside this file"
+        """``line N, iteration k`` of an event, naming the line of the finding's
+        statement when the event happened there (inside a helper or at its call)."""
+        line = event.line
+        target = self.plan.targets[index]
+        if target.sid is not None:
+            site = self.plan.sites[target.sid]
+            line = next((n for n in event.lines if site.line <= n <= site.end_line), line)
+        text = f"line {line}" if line is not None else "code outside this file"
         iteration = self.iteration_of(index, event.labels)
         return f"{text}, iteration {iteration}" if iteration else text
 
@@ -399,6 +406,8 @@ class Probe:
 
     def backward_end(self, event: Event, error: BaseException | None) -> None:
         """After the backward ran (or raised): confirm GL001 findings at its line."""
+        if error is None and event.kind != "grad":
+            self.gradients.backward_done(event)
         freed = event.extra.get("freed") or []
         message = str(error) if error is not None else ""
         freed_error = "backward through the graph a second time" in message or "already been freed" in message
