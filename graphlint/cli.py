@@ -1,111 +1,249 @@
-"""The command line: a thin click layer over the engine and the reports."""
+"""The command line: a thin click layer over discovery, the engine and the reports.
+
+Exit codes (Ruff's): 0 no findings, 1 findings (GL000 included), 2 a usage,
+configuration or internal error. Heavy modules (libcst, the rules, the
+dynamic checker) are imported only by the commands that need them, so
+``graphlint --version`` and a fully cached check start fast.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from collections import Counter
-from pathlib import Path
+from typing import IO, Any
 
 import click
 
 from graphlint import __version__
-from graphlint.finding import Finding
+from graphlint.report import FORMATS, ReportOptions
 
-_SKIP_DIRS = {".git", "__pycache__", "build", "dist", "site-packages", "node_modules", ".venv", "venv", ".tox", ".graphlint_cache"}
+# Set to see the traceback of an internal error instead of the one-line message.
+DEBUG_ENVIRONMENT_VARIABLE = "GRAPHLINT_DEBUG"
 
+GL000_DOC = """GL000 unanalysable-input
 
-def _discover(paths: tuple[str, ...]) -> list[Path]:
-    found: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_file():
-            found.append(path)
-            continue
-        for root, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not (Path(root) / d / "pyvenv.cfg").exists())
-            found.extend(Path(root) / f for f in sorted(files) if f.endswith(".py"))
-    return sorted(set(found))
+## What it does
+Reports a file that graphlint could not analyse: it could not be read, it is
+not text (undecodable bytes, a NUL byte), it does not parse (the message and
+position are CPython's), it is too large, or its code is nested too deeply.
 
+## Why is this bad?
+Nothing in that file was checked, so a clean result would be a false promise.
 
-def _codes(value: str | None) -> list[str] | None:
-    return [c.strip().upper() for c in value.split(",") if c.strip()] if value else None
-
-
-def _json(findings: list[Finding]) -> str:
-    return json.dumps(
-        [
-            {
-                "code": f.code,
-                "message": f.message,
-                "filename": f.path,
-                "location": {"row": f.line, "column": f.col},
-                "end_location": {"row": f.end_line, "column": f.end_col},
-                "fix": None,
-                "url": None,
-                "noqa_row": f.line,
-            }
-            for f in findings
-        ],
-        indent=2,
-    )
+## Fix
+Fix the syntax error or the encoding, or leave the file out with `exclude` or
+`--ignore GL000`.
+"""
 
 
-@click.group()
-@click.version_option(__version__, prog_name="graphlint")
+class GraphlintError(click.ClickException):
+    """A usage or configuration problem: one line on stderr, exit status 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"graphlint: error: {self.format_message()}", err=True, file=file)
+
+
+class _Graphlint(click.Group):
+    """The command group; turns an unexpected exception into one line and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except BrokenPipeError:
+            # The reader went away (`graphlint check | head`): not an error worth a message.
+            _silence_stdout()
+            ctx.exit(1)
+        except Exception as error:
+            if os.environ.get(DEBUG_ENVIRONMENT_VARIABLE):
+                raise
+            detail = str(error).splitlines()[0] if str(error) else ""
+            click.echo(
+                f"graphlint: internal error: {type(error).__name__}{': ' + detail if detail else ''}"
+                f" (set {DEBUG_ENVIRONMENT_VARIABLE}=1 for the traceback)",
+                err=True,
+            )
+            ctx.exit(2)
+
+
+def _silence_stdout() -> None:
+    # Python flushes stdout at exit; pointing it at /dev/null keeps that quiet too.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+@click.group(cls=_Graphlint, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="graphlint", message="%(prog)s %(version)s")
 def main() -> None:
     """graphlint: find autograd misuse in PyTorch training code."""
 
 
+def _selectors(option: str, value: str | None) -> list[str] | None:
+    """A comma list of codes or prefixes; each must name at least one code."""
+    from graphlint.rules import ALL_CODES
+
+    if value is None:
+        return None
+    selectors = []
+    for item in value.split(","):
+        selector = item.strip().upper()
+        if not selector:
+            continue
+        if selector == "ALL":
+            selector = "GL"
+        if not any(code.startswith(selector) for code in ALL_CODES):
+            raise GraphlintError(f"{option}: unknown rule code or prefix {item.strip()!r} (see `graphlint rules`)")
+        selectors.append(selector)
+    return selectors
+
+
 @main.command()
-@click.argument("paths", nargs=-1)
-@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
-@click.option("--select", default=None, help="Comma list of codes or prefixes to enable.")
-@click.option("--ignore", default=None, help="Comma list of codes or prefixes to disable.")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option(
+    "--output-format",
+    type=click.Choice(list(FORMATS)),
+    default="text",
+    show_default=True,
+    help="How findings are printed.",
+)
+@click.option("--select", metavar="CODES", help="Comma list of codes or prefixes to enable (e.g. GL001,GL002).")
+@click.option("--ignore", metavar="CODES", help="Comma list of codes or prefixes to disable.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings exist.")
-@click.option("--quiet", is_flag=True, help="Print findings only.")
-@click.option("--statistics", is_flag=True, help="Print counts per code.")
-def check(paths, output_format, select, ignore, exit_zero, quiet, statistics) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="Print the findings only, no summary.")
+@click.option("--statistics", is_flag=True, help="Print how many findings each code has instead of the findings.")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Worker processes (default: one per CPU; 1 checks in this process).",
+)
+@click.option("--no-cache", is_flag=True, help="Neither read nor write .graphlint_cache/.")
+@click.option(
+    "--confirm",
+    "confirm_",
+    is_flag=True,
+    help="Run each flagged loop under torch and report whether the misuse happens. "
+    "This EXECUTES the code being checked.",
+)
+@click.option(
+    "--confirm-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Wall-clock limit in seconds for confirming one file.",
+)
+@click.option(
+    "--python",
+    "python",
+    default=None,
+    metavar="PATH",
+    help="Interpreter that runs the code under --confirm (needs torch). Default: this one.",
+)
+@click.option("--verbose", is_flag=True, help="With --confirm, show what the checked code printed.")
+def check(
+    paths: tuple[str, ...],
+    output_format: str,
+    select: str | None,
+    ignore: str | None,
+    exit_zero: bool,
+    quiet: bool,
+    statistics: bool,
+    jobs: int | None,
+    no_cache: bool,
+    confirm_: bool,
+    confirm_timeout: float,
+    python: str | None,
+    verbose: bool,
+) -> None:
     """Check PATHS (files or directories; default: the current directory)."""
+    import dataclasses
+    import shutil
+
     from graphlint.engine import Settings, check_files
+    from graphlint.files import MissingPathError, discover
     from graphlint.rules import select_codes
 
-    paths = paths or (".",)
-    missing = [p for p in paths if not Path(p).exists()]
-    if missing:
-        click.echo(f"graphlint: error: path does not exist: {missing[0]}", err=True)
-        sys.exit(2)
-    findings = check_files(_discover(paths), Settings(codes=select_codes(_codes(select), _codes(ignore))))
-    if output_format == "json":
-        click.echo(_json(findings))
-    elif statistics:
-        for code, count in Counter(f.code for f in findings).most_common():
-            click.echo(f"{count:5d}\t{code}")
-    else:
-        for f in findings:
-            click.echo(f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}")
-        if not quiet:
-            click.echo(f"Found {len(findings)} error{'s' if len(findings) != 1 else ''}." if findings else "All checks passed!")
-    sys.exit(0 if exit_zero or not findings else 1)
+    codes = select_codes(_selectors("--select", select), _selectors("--ignore", ignore))
+    if python is not None and shutil.which(python) is None:
+        raise GraphlintError(f"--python: no such interpreter: {python}")
+    try:
+        discovery = discover(list(paths) or ["."])
+    except MissingPathError as error:
+        raise GraphlintError(str(error)) from None
+    for warning in discovery.warnings:
+        click.echo(f"graphlint: warning: {warning}", err=True)
+    if not discovery.files:
+        click.echo("graphlint: warning: no Python files found under the given paths", err=True)
+
+    settings = Settings(codes=codes, jobs=jobs)
+    if no_cache:
+        settings = dataclasses.replace(settings, cache=False)
+    findings = check_files(discovery.files, settings)
+    if confirm_:
+        from graphlint.dynamic.cli_support import run_confirm
+
+        watching = output_format == "text" and sys.stdout.isatty() and sys.stderr.isatty()
+        findings = run_confirm(findings, timeout=confirm_timeout, python=python, verbose=verbose, progress=watching)
+
+    options = ReportOptions(show_source=_is_terminal(sys.stdout), quiet=quiet, statistics=statistics)
+    _write_report(output_format, findings, options)
+    sys.exit(exit_status(findings, exit_zero))
+
+
+def exit_status(findings: list, exit_zero: bool = False) -> int:
+    """0 when nothing counts against the run, else 1; a not-reproduced finding does not count."""
+    if exit_zero:
+        return 0
+    failing = [f for f in findings if f.confirmation is None or f.confirmation.status != "not reproduced"]
+    return 1 if failing else 0
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _write_report(output_format: str, findings: list, options: ReportOptions) -> None:
+    from graphlint import report
+
+    # --statistics has a text and a JSON shape (Ruff's); other formats show it as text.
+    if options.statistics and output_format not in ("text", "json"):
+        output_format = "text"
+    stream = sys.stdout
+    report.write(output_format, findings, stream, options)
+    stream.flush()
 
 
 @main.command(name="rules")
 def list_rules() -> None:
-    """List every rule."""
-    from graphlint.rules import ALL_RULES
+    """List every rule: code, name and what it finds."""
+    from graphlint.rules import ALL_RULES, GL000_NAME, GL000_SUMMARY
 
-    for rule in ALL_RULES:
-        click.echo(f"{rule.CODE}  {rule.NAME:32s} {rule.SUMMARY}")
+    rows = [("GL000", GL000_NAME, GL000_SUMMARY)] + [(rule.CODE, rule.NAME, rule.SUMMARY) for rule in ALL_RULES]
+    name_width = max(len(name) for _, name, _ in rows)
+    for code, name, summary in rows:
+        click.echo(f"{code}  {name:<{name_width}}  {summary}")
 
 
 @main.command()
 @click.argument("code")
 def rule(code: str) -> None:
-    """Show the documentation of one rule."""
+    """Show the documentation of rule CODE (e.g. GL001)."""
     from graphlint.rules import RULES_BY_CODE, rule_doc
 
-    if code.upper() not in RULES_BY_CODE:
-        click.echo(f"graphlint: error: unknown rule {code}", err=True)
-        sys.exit(2)
-    click.echo(rule_doc(code.upper()))
+    wanted = code.strip().upper()
+    if wanted == "GL000":
+        click.echo(GL000_DOC.rstrip())
+        return
+    if wanted not in RULES_BY_CODE:
+        raise GraphlintError(f"unknown rule code {code!r} (see `graphlint rules`)")
+    click.echo(rule_doc(wanted))
