@@ -206,7 +206,8 @@ def main() -> None:
     cache_env = {k: v for k, v in os.environ.items() if k != "GRAPHLINT_NO_CACHE"}
     # Files under benchmarks/corpus/ belong to this repository's project root.
     cache_dir = REPO / ".graphlint_cache"
-    print(f"corpus: {len(files)} files, {size_mb:.1f} MB; {os.cpu_count()} CPUs; {args.runs} runs each\n", flush=True)
+    load_before = os.getloadavg()[0]
+    print(f"corpus: {len(files)} files, {size_mb:.1f} MB; {os.cpu_count()} CPUs; {args.runs} runs each; load {load_before:.1f}\n", flush=True)
 
     timings: list[Timing] = []
     timings.append(timed("graphlint cold (no cache)", graphlint_command(files), args.runs, cwd=CORPUS, env=no_cache_env))
@@ -240,7 +241,10 @@ def main() -> None:
         f"| {t.name} | {t.median:.2f} | {min(t.walls):.2f} | {t.cpu:.2f} | {t.tree_peak_mb:.0f} | {t.process_peak_mb:.0f} |"
         for t in timings
     ]
-    print(f"\n## Corpus: {len(files)} files, {size_mb:.1f} MB, {os.cpu_count()} CPUs, median of {args.runs} runs\n")
+    load = max(load_before, os.getloadavg()[0])
+    print(f"\n## Corpus: {len(files)} files, {size_mb:.1f} MB, {os.cpu_count()} CPUs, median of {args.runs} runs")
+    # Wall times are only comparable on an idle machine; CPU times hold up under load.
+    print(f"machine load average (1 min) before/after: {load_before:.1f}/{os.getloadavg()[0]:.1f}\n")
     print("| command | median wall (s) | best wall (s) | median CPU (s) | peak RSS, process tree (MB) | peak RSS, largest process (MB) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     print("\n".join(rows))
@@ -252,6 +256,7 @@ def main() -> None:
         "megabytes": round(size_mb, 2),
         "prefilter_kept_files": len(kept),
         "prefilter_kept_megabytes": round(kept_mb, 2),
+        "load_average": load,
         "timings": {t.name: {"median": t.median, "walls": t.walls, "cpus": t.cpus, "tree_peak_mb": t.tree_peak_mb, "process_peak_mb": t.process_peak_mb} for t in timings},
     }
     if ruff:
