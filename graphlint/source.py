@@ -1,0 +1,198 @@
+"""From a file's bytes to a libcst module, or one GL000 finding saying why not.
+
+Every way input can be unusable ends here as a short, human message at the
+right position: bytes that are not text, a NUL byte, a file too large to
+analyse in reasonable time, and syntax errors. Syntax errors carry CPython's
+own message and position (what users know from running their code), with
+libcst's message only when CPython accepts what libcst cannot parse.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import threading
+import tokenize
+
+import libcst
+
+from graphlint.finding import Finding
+
+# libcst parses roughly 0.2-0.8 MB/s; past this size one file would stall a
+# whole run (and a pre-commit hook), so it is reported instead of analysed.
+MAX_SOURCE_BYTES = 1_000_000
+
+# libcst's parser takes time quadratic in expression depth (a chain of 1,000
+# binary operators: 0.2 s; 5,000: 15 s; 10,000 overflows the native stack),
+# while CPython's parser is fast and rejects more than 200 nested brackets.
+# Text whose shape allows deep expressions is first checked with compile(),
+# and anything deeper than this is reported instead of parsed.
+MAX_EXPRESSION_DEPTH = 1_000
+# Cheap over-estimates that decide when that check is worth its cost: an
+# expression cannot be deeper than its logical line is long.
+_LOGICAL_LINE_WORTH_CHECKING = MAX_EXPRESSION_DEPTH
+_NESTING_WORTH_CHECKING = 100
+# libcst's native parser runs on the calling thread's stack; a big stack
+# turns what would be a segfault on pathological input into mere slowness.
+_PARSER_STACK_BYTES = 256 * 1024 * 1024
+
+_LIBCST_MESSAGE_LIMIT = 160
+
+
+def unanalysable(path: str, message: str, line: int = 1, col: int = 1, end_line: int | None = None, end_col: int | None = None) -> Finding:
+    """A GL000 finding: the file (or part of it) could not be analysed."""
+    return Finding("GL000", message, path, line, col, end_line or line, end_col or col)
+
+
+def read_text(source: str | bytes, path: str) -> str | Finding:
+    """The source as text, or a GL000 finding saying why it is not Python text."""
+    size = len(source)
+    if size > MAX_SOURCE_BYTES:
+        return unanalysable(
+            path,
+            f"file is too large to analyse ({size / 1e6:.1f} MB; the limit is {MAX_SOURCE_BYTES / 1e6:g} MB)",
+        )
+    if isinstance(source, bytes):
+        nul = source.find(b"\x00")
+        if nul >= 0:
+            line, col = _byte_position(source, nul)
+            return unanalysable(path, "file contains a NUL byte; it is not Python source", line, col)
+        return _decode(source, path)
+    nul = source.find("\x00")
+    if nul >= 0:
+        line = source.count("\n", 0, nul) + 1
+        col = nul - (source.rfind("\n", 0, nul) + 1) + 1
+        return unanalysable(path, "file contains a NUL byte; it is not Python source", line, col)
+    return source
+
+
+def _decode(data: bytes, path: str) -> str | Finding:
+    """Decode honouring a PEP 263 coding cookie and a UTF-8 BOM."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        if "unknown encoding" in str(error) or "encoding problem" in str(error):
+            return unanalysable(path, f"cannot decode file: {error}")
+        encoding = "utf-8"  # undecodable first lines: let the decode below locate the byte
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line, col = _byte_position(data, error.start)
+        byte = data[error.start : error.start + 1].hex()
+        return unanalysable(
+            path,
+            f"file is not valid {error.encoding} (byte 0x{byte}); save it as UTF-8 or declare its encoding",
+            line,
+            col,
+        )
+    except LookupError as error:
+        return unanalysable(path, f"cannot decode file: {error}")
+    # A BOM survives "utf-8-sig" decoding as nothing, but a plain "utf-8" cookie keeps it.
+    return text.removeprefix("\ufeff")
+
+
+def _byte_position(data: bytes, index: int) -> tuple[int, int]:
+    line = data.count(b"\n", 0, index) + 1
+    col = index - (data.rfind(b"\n", 0, index) + 1) + 1
+    return line, col
+
+
+def parse(text: str, path: str) -> libcst.Module | Finding:
+    """The libcst module, or a GL000 finding with the syntax error's message and position."""
+    longest_line, nesting = _shape(text)
+    if longest_line > _LOGICAL_LINE_WORTH_CHECKING or nesting > _NESTING_WORTH_CHECKING:
+        problem = _cpython_check(text, path, measure_depth=True)
+        if problem is not None:
+            return problem
+    try:
+        return _on_big_stack(libcst.parse_module, text)
+    except libcst.ParserSyntaxError as error:
+        problem = _cpython_check(text, path, measure_depth=False)
+        if problem is not None:
+            return problem
+        message = str(error.message).strip()
+        first_line = message.splitlines()[0] if message else "invalid syntax"
+        if len(first_line) > _LIBCST_MESSAGE_LIMIT:
+            first_line = first_line[: _LIBCST_MESSAGE_LIMIT - 3] + "..."
+        return unanalysable(path, f"cannot parse: {first_line}", error.raw_line, error.raw_column + 1)
+
+
+def _shape(text: str) -> tuple[int, int]:
+    """Over-estimates of the longest logical line and the deepest bracket nesting.
+
+    Brackets inside strings and comments are counted too; that only makes
+    the check above run when it was not needed.
+    """
+    longest = current = depth = deepest = 0
+    for line in text.splitlines():
+        current += len(line)
+        depth += line.count("(") + line.count("[") + line.count("{")
+        deepest = max(deepest, depth)
+        depth -= line.count(")") + line.count("]") + line.count("}")
+        if depth <= 0 and not line.endswith("\\"):
+            longest = max(longest, current)
+            current = depth = 0
+    return max(longest, current), deepest
+
+
+def _cpython_check(text: str, path: str, measure_depth: bool) -> Finding | None:
+    """CPython's verdict on the text: None if it parses (and is not too deep), else a GL000 finding."""
+    try:
+        tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:  # includes IndentationError and TabError
+        kind = "indentation error" if isinstance(error, IndentationError) else "syntax error"
+        line = error.lineno or 1
+        col = max(error.offset or 1, 1)
+        end_line = error.end_lineno if (error.end_lineno or 0) >= line else line
+        end_col = error.end_offset if error.end_offset and (end_line, error.end_offset) >= (line, col) else col
+        return unanalysable(path, f"{kind}: {error.msg}", line, col, end_line, end_col)
+    except (RecursionError, MemoryError):  # CPython's own parser limits
+        return unanalysable(path, "code is nested too deeply to parse")
+    except ValueError as error:  # e.g. "source code string cannot contain null bytes"
+        return unanalysable(path, f"cannot parse: {error}")
+    if measure_depth:
+        too_deep = _first_node_deeper_than(tree, MAX_EXPRESSION_DEPTH)
+        if too_deep is not None:
+            line = getattr(too_deep, "lineno", 1)
+            col = getattr(too_deep, "col_offset", 0) + 1
+            return unanalysable(
+                path, f"code is nested too deeply to analyse (more than {MAX_EXPRESSION_DEPTH} levels)", line, col
+            )
+    return None
+
+
+def _first_node_deeper_than(tree: ast.AST, limit: int) -> ast.AST | None:
+    pending: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > limit:
+            return node
+        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return None
+
+
+def _on_big_stack(function, *args):
+    """Run ``function`` on a thread with a large stack; fall back to this thread if none can be made."""
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # re-raised on the calling thread
+            outcome["error"] = error
+
+    try:
+        previous = threading.stack_size(_PARSER_STACK_BYTES)
+    except (ValueError, RuntimeError):
+        return function(*args)
+    try:
+        worker = threading.Thread(target=run, name="graphlint-parse", daemon=True)
+        worker.start()
+    except RuntimeError:  # cannot start a thread (e.g. address-space limit)
+        return function(*args)
+    finally:
+        threading.stack_size(previous)
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
