@@ -245,6 +245,30 @@ def test_cache_goes_to_each_files_project_root(tmp_path: Path, monkeypatch: pyte
     assert not (tmp_path / "two" / "src" / ".graphlint_cache").exists()
 
 
+def test_two_concurrent_runs_share_one_cache_safely(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    write(tmp_path, "pyproject.toml", "")
+    paths = [write(tmp_path, f"m{index}.py", BROKEN if index % 2 else DOUBLE_BACKWARD) for index in range(6)]
+    script = (
+        "from pathlib import Path\n"
+        "from graphlint.engine import Settings, run\n"
+        f"result = run([Path(p) for p in {[str(p) for p in paths]!r}], Settings(frozenset({sorted(ALL)!r}), jobs=1))\n"
+        "print(len(result.findings), result.stats.from_cache + result.stats.analysed)\n"
+    )
+    runs = [
+        subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [process.communicate(timeout=120)[0].split() for process in runs]
+    assert all(process.returncode == 0 for process in runs)
+    assert outputs[0] == outputs[1] == ["6", "6"]
+    warm = run(paths, Settings(ALL, jobs=1))
+    assert warm.stats.from_cache == 6
+    assert len(warm.findings) == 6
+
+
 def test_a_fully_cached_or_prefiltered_run_does_not_import_libcst(tmp_path: Path) -> None:
     import subprocess
     import sys
