@@ -142,6 +142,7 @@ class _Walker:
         own = _read_ignore_file(directory / ".gitignore", directory, self.warnings)
         if own is not None:
             ignores = ignores + [own]
+        subdirectories: list[tuple[Path, list[_IgnoreFile]]] = []
         for entry in entries:
             path = Path(entry.path)
             try:
@@ -153,9 +154,12 @@ class _Walker:
                 if entry.name in SKIPPED_DIR_NAMES or (path / "pyvenv.cfg").exists():
                     continue
                 if not self._ignored(path, is_dir=True, ignores=ignores):
-                    pending.append((path, ignores))
+                    subdirectories.append((path, ignores))
             elif is_file and is_source_file(path) and not self._ignored(path, is_dir=False, ignores=ignores):
                 yield path
+        # Reversed onto the stack so directories are entered in name order: when two
+        # symlinked routes reach one directory, the first by name is the one reported.
+        pending.extend(reversed(subdirectories))
 
     def _ignored(self, path: Path, is_dir: bool, ignores: list[_IgnoreFile]) -> bool:
         if self.exclude is not None and _decision([self.exclude], path, is_dir):

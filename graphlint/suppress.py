@@ -36,6 +36,9 @@ _GRAPHLINT_IGNORE = re.compile(
     re.IGNORECASE,
 )
 _CODE_SEPARATOR = re.compile(r"[\s,]+")
+# Python 3.12+ tokenizes f-strings as START ... END; older versions as one STRING.
+_FSTRING_START = getattr(tokenize, "FSTRING_START", None)
+_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ def scan(source: str) -> SourceComments:
     spans: list[tuple[int, int]] = []  # (first, last) line of multi-line strings
     comment_lines: set[int] = set()
     string_interior: set[int] = set()  # lines whose end lies inside a string
+    fstring_starts: list[int] = []  # Python 3.12+ splits f-strings into several tokens
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             if token.type == tokenize.COMMENT:
@@ -101,9 +105,13 @@ def scan(source: str) -> SourceComments:
                 directive = parse_directive(token.string, token.start[0])
                 if directive is not None:
                     directives.setdefault(directive.line, []).append(directive)
-            elif token.type == tokenize.STRING and token.end[0] > token.start[0]:
-                spans.append((token.start[0], token.end[0]))
-                string_interior.update(range(token.start[0], token.end[0]))
+            elif token.type == _FSTRING_START:
+                fstring_starts.append(token.start[0])
+            elif token.type == tokenize.STRING or (token.type == _FSTRING_END and fstring_starts):
+                first = token.start[0] if token.type == tokenize.STRING else fstring_starts.pop()
+                if token.end[0] > first:
+                    spans.append((first, token.end[0]))
+                    string_interior.update(range(first, token.end[0]))
     except (tokenize.TokenError, SyntaxError, ValueError):
         pass  # Unterminated input: the directives before the error still count.
     spans.extend(_continuations(source, comment_lines, string_interior))
