@@ -28,6 +28,8 @@ INJECTED = [f for path in clean_files() for f in injected_findings(path)]
 UNDRIVABLE = {
     "GL001/two_losses_one_forward_loss_dict.py": "the model returns a dict of losses looked up in a dict of "
                                                   "weights; stand-ins cannot guess the keys",
+    "GL002/noop_detach_loop_variable.py": "the loop hard-codes 4 classes and a batch of 2 in its states; "
+                                          "the stand-in model's outputs have other shapes",
 }
 # Wrong findings that honestly stay inconclusive instead of "not reproduced".
 HONESTLY_INCONCLUSIVE = {
@@ -36,6 +38,8 @@ HONESTLY_INCONCLUSIVE = {
     "gl003_d2l_sgd_function.py": "optimizer step",  # a hand-written SGD, no torch optimizer step
     "gl003_overflow_guard_zero_grad_continue.py": "only 1 complete iteration",  # the guard fires once
     "gl004_torch_tensor_lr.py": "only 1 complete iteration",  # `if step == 2:` runs once
+    # the stand-in encoder's output is 3 wide; the real head after it expects 6 features
+    "gl001_features_detached_before_loop.py": "shapes cannot be multiplied",
 }
 
 

@@ -48,6 +48,8 @@ FLOAT_WORDS = ("lr", "rate", "clip", "norm", "eps", "alpha", "beta", "gamma", "m
 SINK_WORDS = ("writer", "logger", "log", "callback", "tb", "wandb", "tracker", "meter", "pbar", "progress",
               "printer", "recorder", "monitor", "summary", "board", "run", "experiment")
 PERIOD_WORDS = ("accum", "every", "interval", "freq", "period", "steps_per")
+LABEL_WORDS = ("label", "target_class", "action", "class", "tag")
+TARGET_WORDS = ("return", "reward", "advantage", "value", "target", "mask")
 
 
 class CannotDrive(Exception):
@@ -179,6 +181,16 @@ def _zeros_like_shape(shape):
 # -- roles ----------------------------------------------------------------------------
 
 
+def _has_word(name: str, words: tuple) -> bool:
+    """Whether one of the name's words (snake_case or camelCase) is one of ``words``
+    (or its plural, or, for long words, starts with it): "num_steps" holds no "eps"."""
+    tokens = [t for t in re.split(r"[_\W\d]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if t]
+    return any(
+        token == word or token == word + "s" or (len(word) >= 5 and token.startswith(word))
+        for token in tokens for word in words
+    )
+
+
 def role_of(name: str, facts: Facts) -> str:
     lower = name.lower()
     methods, attributes = set(facts.methods), facts.attributes
@@ -193,14 +205,14 @@ def role_of(name: str, facts: Facts) -> str:
     if facts.iterated:
         return "loader"
     if facts.calls or methods & MODEL_METHODS - {"zero_grad", "to"}:
-        if any(word in lower for word in ("crit", "loss", "objective", "cost")) or (
+        if _has_word(name, ("crit", "criterion", "loss", "objective", "cost")) or (
             facts.called_with_model_output and not methods & MODEL_METHODS
         ):
             return "loss"
         return "model"
     if "step" in methods:
         return "optimizer"
-    if facts.modulo or any(word in lower for word in PERIOD_WORDS):
+    if facts.modulo or _has_word(name, PERIOD_WORDS):
         return "period"
     if facts.in_range or lower in ("epochs", "n_epochs", "num_epochs", "steps", "n_steps", "iters", "epoch"):
         return "int"
@@ -213,17 +225,23 @@ def role_of(name: str, facts: Facts) -> str:
     if lower.endswith(("path", "file", "ckpt", "checkpoint", "filename")):
         return "path"
     if methods and not facts.calls and not facts.subscripted and not facts.arithmetic and any(
-        word in lower for word in SINK_WORDS
+        _has_word(name, (word,)) for word in SINK_WORDS
     ):
         return "sink"
     if facts.subscripted or {"size", "shape", "view", "reshape", "to", "float", "long", "dim"} & (methods | attributes):
         return "tensor"
+    if lower.startswith(("n_", "num_")) or lower.endswith(("_size", "_dim", "_len", "_count")):
+        return "int"
+    if _has_word(name, LABEL_WORDS + TARGET_WORDS) and not methods:
+        return "data"
     if facts.arithmetic or facts.compared:
-        return "float" if any(word in lower for word in FLOAT_WORDS) else "int"
+        return "float" if _has_word(name, FLOAT_WORDS) else "int"
     if lower.startswith(("use_", "is_", "do_")) or lower in ("verbose", "debug", "quiet", "amp", "fp16"):
         return "bool"
     if not facts.used:
         return "unused"
+    if facts.passed_to and not facts.calls and not facts.iterated:
+        return "data"  # handed to a model or a function: an input, a label or a target
     return "unknown"
 
 
@@ -271,6 +289,7 @@ class Builder:
         self.classification = not REGRESSION.search(source)
         self.models: dict = {}
         self.optimizers: dict = {}
+        self.instance = None  # the object whose method is driven, once constructed
         self.batch_facts: dict = {}
         self.described: list = []
 
@@ -341,7 +360,7 @@ class Builder:
             self.described.append(f"{name}={simple[role]!r}")
             return simple[role]
         if role == "float":
-            value = 1.0 if any(word in name.lower() for word in ("clip", "norm", "scale", "temp")) else 0.01
+            value = 1.0 if _has_word(name, ("clip", "norm", "scale", "temp", "temperature")) else 0.01
             self.described.append(f"{name}={value}")
             return value
         if role == "hidden":
@@ -350,6 +369,10 @@ class Builder:
         if role == "tensor":
             self.described.append(f"{name}=tensor[16, {FEATURES}]")
             return torch.randn(16, FEATURES)
+        if role == "data":
+            value = self.data(name, facts)
+            self.described.append(f"{name}={_describe(value)}")
+            return value
         if role in ("dir", "path"):
             folder = tempfile.mkdtemp(prefix="graphlint-confirm-")
             self.described.append(f"{name}=a temporary {'folder' if role == 'dir' else 'file'}")
@@ -358,6 +381,33 @@ class Builder:
             self.described.append(f"{name}=sink")
             return Sink()
         raise CannotDrive(f"cannot build a stand-in for parameter {name!r}")
+
+    def data(self, name: str, facts: Facts):
+        """A batch tensor for a parameter handed to a model: shaped for the model the
+        instance holds when there is one (its first layer), labels within its classes."""
+        lower = name.lower()
+        modules = [getattr(self.instance, callee[5:], None) for callee, _ in facts.passed_to if callee.startswith("self.")]
+        modules = [m for m in modules if isinstance(m, nn.Module)]
+        if _has_word(name, LABEL_WORDS):
+            classes = CLASSES
+            held = modules or [v for v in vars(self.instance).values() if isinstance(v, nn.Module)] if self.instance is not None else modules
+            # the smallest head bounds every class index (a value head of width 1 makes them all 0)
+            outs = [m.out_features for module in held for m in module.modules() if isinstance(m, nn.Linear)]
+            if outs:
+                classes = max(1, min(outs))
+            return torch.randint(0, classes, (BATCH,))
+        if _has_word(name, TARGET_WORDS):
+            return torch.randn(BATCH)
+        for module in modules:
+            for layer in module.modules():
+                if isinstance(layer, nn.Linear):
+                    return torch.randn(BATCH, layer.in_features)
+                if isinstance(layer, nn.Embedding):
+                    return torch.randint(0, layer.num_embeddings, (BATCH, 6))
+                if isinstance(layer, nn.RNNBase):
+                    shape = (BATCH, 6, layer.input_size) if layer.batch_first else (6, BATCH, layer.input_size)
+                    return torch.randn(*shape)
+        return self.input()
 
     def parameters_for(self, name: str) -> list:
         models = self.models
@@ -519,7 +569,7 @@ def _merged_facts(module: Module, functions: list, names: set, aliases: dict, de
             if target is None:
                 continue
             _, positional = _parameters(target, skip_self=skip)
-            if position >= len(positional):
+            if position < 0 or position >= len(positional):
                 continue
             inner = _merged_facts(module, [target], {positional[position]}, {}, depth + 1, methods)
             _merge(fact, inner[positional[position]])
@@ -539,8 +589,26 @@ def _merge(into: Facts, other: Facts) -> None:
         setattr(into, flag, getattr(into, flag) or getattr(other, flag))
 
 
+class _Site:
+    def __init__(self, kind: str, qualpath: list) -> None:
+        self.kind, self.qualpath, self.name = kind, qualpath, qualpath[-1]
+
+
+def _outer_site(module: Module, site):
+    """A nested function (a closure) runs when the function or method holding it runs."""
+    if site.kind != "nested":
+        return site
+    head = site.qualpath[0]
+    if head in module.classes and len(site.qualpath) >= 3 and site.qualpath[1] in module.methods(head):
+        return _Site("method", site.qualpath[:2])
+    if head in module.functions:
+        return _Site("function", site.qualpath[:1])
+    return site
+
+
 def plan_call(module: Module, site, source: str, namespace: dict):
     """(callable, kwargs, description, repeat) for the function ``site`` names."""
+    site = _outer_site(module, site)
     if site.kind == "function":
         builder = Builder(source, lambda n, fs: _merged_facts(module, fs, {n}, {})[n])
         name = module.entry(site.name, module.functions, through_self=False)
@@ -575,6 +643,7 @@ def plan_call(module: Module, site, source: str, namespace: dict):
             instance = cls(**init_kwargs)
         except Exception as error:
             raise CannotDrive(f"cannot construct {class_name} with stand-ins: {type(error).__name__}: {error}") from None
+        builder.instance = instance
         name = module.entry(site.name, {k: v for k, v in methods.items() if k != "__init__"}, through_self=True)
         node = methods[name]
         required, _ = _parameters(node, skip_self=True)

@@ -161,12 +161,12 @@ class Collector(ast.NodeVisitor):
             callee = node.func.id
         elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
             callee = "self." + node.func.attr
-        if callee is not None:
-            for position, arg in enumerate(node.args):
-                facts_arg = self._facts(arg)
-                if facts_arg is not None:
-                    facts_arg.used = True
-                    facts_arg.passed_to.append((callee, position))
+        for position, arg in enumerate(list(node.args) + [k.value for k in node.keywords if k.arg]):
+            facts_arg = self._facts(arg)
+            if facts_arg is not None:
+                facts_arg.used = True
+                # "?" : a callee we cannot follow (a library function, a method of a value)
+                facts_arg.passed_to.append((callee or "?", position if position < len(node.args) else -1))
         for keyword in node.keywords:
             if keyword.arg is None:
                 facts_arg = self._facts(keyword.value)
