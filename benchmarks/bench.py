@@ -1,7 +1,7 @@
 """Time graphlint against Ruff and a bare libcst parse on the pinned corpus.
 
     python benchmarks/bench.py              # fetch the corpus if needed, 3 runs each
-    python benchmarks/bench.py --runs 5 --check-prefilter
+    python benchmarks/bench.py --runs 5 --check-prefilter 0
 
 Every timed command runs as a subprocess on exactly the same file list
 (benchmarks/corpus/files.txt), several times; the table shows medians of wall
@@ -10,9 +10,9 @@ its largest process (wait4). Then: the ratios the performance issue sets
 targets for, the start-up cost of checking one training file next to
 ``python -c "import libcst"``, the slowest files and the findings per rule.
 
-``--check-prefilter`` also analyses every file the prefilter skips and prints
-any finding it would have hidden (there must be none); it analyses the whole
-corpus, so it is slow.
+``--check-prefilter N`` also analyses N randomly chosen files the prefilter
+skips (0: all of them, slow) and prints any finding it would have hidden
+(there must be none).
 """
 
 from __future__ import annotations
@@ -139,20 +139,25 @@ def timed(name: str, command: list[str], runs: int, *, cwd: Path, env=None, befo
 
 
 # ----- the per-file pass (in-process workers, for slowest files and findings per rule) -----
-def _time_one(relative: str) -> tuple[str, int, float, list[str], bool]:
+def _time_one(job: tuple[str, bool]) -> tuple[str, int, float, list[str], bool]:
+    """Analyse one file (always when ``force``, else only if the prefilter keeps it)."""
     from graphlint.checker import check_source
-    from graphlint.prefilter import may_have_findings
+    from graphlint.prefilter import may_have_findings, may_have_findings_in_code
 
+    relative, force = job
     data = (CORPUS / relative).read_bytes()
+    kept = may_have_findings(data) and may_have_findings_in_code(data)
+    if not (kept or force):
+        return relative, len(data), 0.0, [], kept
     start = time.perf_counter()
     findings = check_source(data, relative, None)
-    return relative, len(data), time.perf_counter() - start, [f.code for f in findings], may_have_findings(data)
+    return relative, len(data), time.perf_counter() - start, [f.code for f in findings], kept
 
 
-def per_file_pass(files: list[str], jobs: int) -> list[tuple[str, int, float, list[str], bool]]:
+def per_file_pass(jobs_list: list[tuple[str, bool]], jobs: int) -> list[tuple[str, int, float, list[str], bool]]:
     # Largest first so the pass ends evenly on all workers.
-    sizes = {name: (CORPUS / name).stat().st_size for name in files}
-    ordered = sorted(files, key=lambda name: -sizes[name])
+    sizes = {name: (CORPUS / name).stat().st_size for name, _ in jobs_list}
+    ordered = sorted(jobs_list, key=lambda job: -sizes[job[0]])
     with ProcessPoolExecutor(jobs) as executor:
         return list(executor.map(_time_one, ordered, chunksize=1))
 
@@ -189,7 +194,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per command (median reported)")
     parser.add_argument("--startup-runs", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers of the per-file pass")
-    parser.add_argument("--check-prefilter", action="store_true", help="also analyse skipped files (slow)")
+    parser.add_argument(
+        "--check-prefilter", type=int, default=None, metavar="N",
+        help="also analyse N random files the prefilter skips (0: all, slow)",
+    )
     parser.add_argument("--json", type=Path, help="write the measured numbers here")
     parser.add_argument("--sample", type=int, default=1, help="use every N-th file only (quick trial runs)")
     args = parser.parse_args()
@@ -230,8 +238,17 @@ def main() -> None:
     from graphlint.prefilter import may_have_findings
 
     kept = [name for name in files if may_have_findings((CORPUS / name).read_bytes())]
-    to_time = files if args.check_prefilter else kept
-    per_file = per_file_pass(to_time, args.jobs)
+    jobs_list = [(name, False) for name in kept]
+    if args.check_prefilter is not None:
+        import random
+
+        skipped = sorted(set(files) - set(kept))
+        random.Random(0).shuffle(skipped)
+        chosen = skipped if args.check_prefilter == 0 else skipped[: args.check_prefilter]
+        # Files kept by stage 1 are analysed even when stage 2 drops them.
+        jobs_list = [(name, True) for name in kept] + [(name, True) for name in chosen]
+    per_file = per_file_pass(jobs_list, args.jobs)
+    analysed = [row for row in per_file if row[4]]
 
     by_name = {t.name: t for t in timings}
     cold = by_name["graphlint cold (no cache)"]
@@ -250,12 +267,18 @@ def main() -> None:
     print("\n".join(rows))
     print()
     kept_mb = sum((CORPUS / name).stat().st_size for name in kept) / 1e6
-    print(f"prefilter: {len(kept)} of {len(files)} files analysed ({kept_mb:.1f} of {size_mb:.1f} MB)")
+    analysed_mb = sum(row[1] for row in analysed) / 1e6
+    print(
+        f"prefilter: stage 1 keeps {len(kept)} of {len(files)} files ({kept_mb:.1f} of {size_mb:.1f} MB); "
+        f"after stage 2, {len(analysed)} files ({analysed_mb:.1f} MB) are parsed"
+    )
     numbers = {
         "files": len(files),
         "megabytes": round(size_mb, 2),
         "prefilter_kept_files": len(kept),
         "prefilter_kept_megabytes": round(kept_mb, 2),
+        "parsed_files": len(analysed),
+        "parsed_megabytes": round(analysed_mb, 2),
         "load_average": load,
         "timings": {t.name: {"median": t.median, "walls": t.walls, "cpus": t.cpus, "tree_peak_mb": t.tree_peak_mb, "process_peak_mb": t.process_peak_mb} for t in timings},
     }
@@ -281,11 +304,11 @@ def main() -> None:
         startup_ratio=startup_ratio,
     )
 
-    slowest = sorted(per_file, key=lambda row: -row[2])[:10]
+    slowest = sorted(analysed, key=lambda row: -row[2])[:10]
     print("\nslowest files (analysis only, seconds; target: none over 2 s):")
     for name, size, seconds, _, _ in slowest:
         print(f"  {seconds:6.2f}  {size / 1000:7.1f} KB  {name}")
-    over = [row for row in per_file if row[2] > 2.0]
+    over = [row for row in analysed if row[2] > 2.0]
     print(f"files over 2 s: {len(over)}")
     numbers["slowest"] = [(name, size, seconds) for name, size, seconds, _, _ in slowest]
     numbers["files_over_2s"] = len(over)
@@ -296,9 +319,10 @@ def main() -> None:
         print(f"  {code}: {count}")
     numbers["findings_per_rule"] = dict(counts)
 
-    if args.check_prefilter:
+    if args.check_prefilter is not None:
         hidden = [(name, codes) for name, _, _, codes, passed in per_file if codes and not passed]
-        print(f"\nprefilter check: {len(hidden)} skipped files would have had findings")
+        checked = sum(1 for row in per_file if not row[4])
+        print(f"\nprefilter check: of {checked} skipped files analysed anyway, {len(hidden)} have findings")
         for name, codes in hidden[:40]:
             print(f"  {name}: {Counter(codes)}")
         numbers["prefilter_hidden"] = hidden
