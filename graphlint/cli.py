@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import IO, Any
 
 import click
@@ -19,6 +20,8 @@ from graphlint.report import FORMATS, ReportOptions
 
 # Set to see the traceback of an internal error instead of the one-line message.
 DEBUG_ENVIRONMENT_VARIABLE = "GRAPHLINT_DEBUG"
+
+DEFAULT_CONFIRM_TIMEOUT = 30.0
 
 GL000_DOC = """GL000 unanalysable-input
 
@@ -84,23 +87,16 @@ def main() -> None:
     """graphlint: find autograd misuse in PyTorch training code."""
 
 
-def _selectors(option: str, value: str | None) -> list[str] | None:
+def _selectors(option: str, value: str | None) -> tuple[str, ...] | None:
     """A comma list of codes or prefixes; each must name at least one code."""
-    from graphlint.rules import ALL_CODES
+    from graphlint.config import ConfigError, parse_selectors
 
     if value is None:
         return None
-    selectors = []
-    for item in value.split(","):
-        selector = item.strip().upper()
-        if not selector:
-            continue
-        if selector == "ALL":
-            selector = "GL"
-        if not any(code.startswith(selector) for code in ALL_CODES):
-            raise GraphlintError(f"{option}: unknown rule code or prefix {item.strip()!r} (see `graphlint rules`)")
-        selectors.append(selector)
-    return selectors
+    try:
+        return parse_selectors([item for item in value.split(",") if item.strip()], option)
+    except ConfigError as error:
+        raise GraphlintError(str(error)) from None
 
 
 @main.command()
@@ -135,9 +131,8 @@ def _selectors(option: str, value: str | None) -> list[str] | None:
 @click.option(
     "--confirm-timeout",
     type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Wall-clock limit in seconds for confirming one file.",
+    default=None,
+    help=f"Wall-clock limit in seconds for confirming one file  [default: {DEFAULT_CONFIRM_TIMEOUT:g}].",
 )
 @click.option(
     "--python",
@@ -147,6 +142,14 @@ def _selectors(option: str, value: str | None) -> list[str] | None:
     help="Interpreter that runs the code under --confirm (needs torch). Default: this one.",
 )
 @click.option("--verbose", is_flag=True, help="With --confirm, show what the checked code printed.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Read settings from this file instead of the nearest pyproject.toml with [tool.graphlint].",
+)
+@click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
 def check(
     paths: tuple[str, ...],
     output_format: str,
@@ -158,43 +161,109 @@ def check(
     jobs: int | None,
     no_cache: bool,
     confirm_: bool,
-    confirm_timeout: float,
+    confirm_timeout: float | None,
     python: str | None,
     verbose: bool,
+    config_file: Path | None,
+    isolated: bool,
 ) -> None:
-    """Check PATHS (files or directories; default: the current directory)."""
-    import dataclasses
+    """Check PATHS (files or directories; default: the current directory).
+
+    Settings come from the nearest pyproject.toml with a [tool.graphlint]
+    table above each path (or --config); options given here override them.
+    """
     import shutil
 
-    from graphlint.engine import Settings, check_files
-    from graphlint.files import MissingPathError, discover
-    from graphlint.rules import select_codes
+    from graphlint.engine import Settings
 
-    codes = select_codes(_selectors("--select", select), _selectors("--ignore", ignore))
+    groups = _plan(list(paths) or ["."], config_file, isolated)
+    primary = groups[0][0] if groups else None
+    python = python or (primary.confirm_python if primary else None)
     if python is not None and shutil.which(python) is None:
         raise GraphlintError(f"--python: no such interpreter: {python}")
-    try:
-        discovery = discover(list(paths) or ["."])
-    except MissingPathError as error:
-        raise GraphlintError(str(error)) from None
-    for warning in discovery.warnings:
-        click.echo(f"graphlint: warning: {warning}", err=True)
-    if not discovery.files:
-        click.echo("graphlint: warning: no Python files found under the given paths", err=True)
 
-    settings = Settings(codes=codes, jobs=jobs)
-    if no_cache:
-        settings = dataclasses.replace(settings, cache=False)
-    findings = check_files(discovery.files, settings)
+    cli_select = _selectors("--select", select)
+    cli_ignore = _selectors("--ignore", ignore)
+    findings: list = []
+    for config, files in groups:
+        codes = _codes(cli_select if cli_select is not None else config.select,
+                       cli_ignore if cli_ignore is not None else config.ignore)
+        settings = Settings(codes=codes, jobs=jobs)
+        if no_cache:
+            settings = _replace(settings, cache=False)
+        findings.extend(_without_per_file_ignores(_check_files(files, settings), config))
+    findings.sort(key=lambda finding: finding.sort_key())
+
     if confirm_:
         from graphlint.dynamic.cli_support import run_confirm
 
+        timeout = confirm_timeout or (primary.confirm_timeout if primary else None) or DEFAULT_CONFIRM_TIMEOUT
         watching = output_format == "text" and sys.stdout.isatty() and sys.stderr.isatty()
-        findings = run_confirm(findings, timeout=confirm_timeout, python=python, verbose=verbose, progress=watching)
+        findings = run_confirm(findings, timeout=timeout, python=python, verbose=verbose, progress=watching)
 
     options = ReportOptions(show_source=_is_terminal(sys.stdout), quiet=quiet, statistics=statistics)
     _write_report(output_format, findings, options)
     sys.exit(exit_status(findings, exit_zero))
+
+
+def _plan(paths: list[str], config_file: Path | None, isolated: bool) -> list[tuple[Any, list[Path]]]:
+    """The files to check, grouped by the configuration that applies to them.
+
+    A file reached from two paths is checked once, under the first path's settings.
+    """
+    from graphlint.config import ConfigError, config_for
+    from graphlint.files import MissingPathError, discover
+
+    for path in paths:
+        if not Path(path).exists():
+            raise GraphlintError(str(MissingPathError(path)))
+    owner: dict[Path, Any] = {}
+    try:
+        for path in paths:
+            config = config_for(Path(path), config_file, isolated)
+            discovery = discover([path], config.all_excludes(), root=config.root)
+            for warning in discovery.warnings:
+                click.echo(f"graphlint: warning: {warning}", err=True)
+            for file in discovery.files:
+                owner.setdefault(file, config)
+    except ConfigError as error:
+        raise GraphlintError(str(error)) from None
+    if not owner:
+        click.echo("graphlint: warning: no Python files found under the given paths", err=True)
+    groups: dict[Any, list[Path]] = {}
+    for file in sorted(owner, key=str):
+        groups.setdefault(owner[file], []).append(file)
+    return list(groups.items())
+
+
+def _codes(select, ignore) -> frozenset[str]:
+    from graphlint.rules import select_codes
+
+    return select_codes(list(select) if select is not None else None, list(ignore) if ignore is not None else None)
+
+
+def _replace(settings, **changes):
+    import dataclasses
+
+    return dataclasses.replace(settings, **changes)
+
+
+def _check_files(files: list[Path], settings) -> list:
+    # Looked up at call time so the engine can be swapped (tests, benchmarks).
+    from graphlint import engine
+
+    return engine.check_files(files, settings)
+
+
+def _without_per_file_ignores(findings: list, config) -> list:
+    kept = []
+    ignored_by_path: dict[str, frozenset[str]] = {}
+    for finding in findings:
+        if finding.path not in ignored_by_path:
+            ignored_by_path[finding.path] = config.ignored_codes(finding.path)
+        if not any(finding.code.startswith(prefix) for prefix in ignored_by_path[finding.path]):
+            kept.append(finding)
+    return kept
 
 
 def exit_status(findings: list, exit_zero: bool = False) -> int:

@@ -14,34 +14,35 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import pathspec
 
 # The one place that says which files are source files; notebooks join later.
 SOURCE_SUFFIXES: frozenset[str] = frozenset({".py"})
 
-# Directory names that never contain the project's own training code.
-SKIPPED_DIR_NAMES: frozenset[str] = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        ".venv",
-        "venv",
-        "env",
-        "__pycache__",
-        "build",
-        "dist",
-        "site-packages",
-        "node_modules",
-        ".tox",
-        ".nox",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".graphlint_cache",
-        ".eggs",
-    }
+# Directories that never contain the project's own training code, as gitignore
+# patterns (a name with a trailing slash matches that directory at any depth).
+# The `exclude` setting replaces this list and `extend-exclude` adds to it, as in Ruff.
+DEFAULT_EXCLUDE: tuple[str, ...] = (
+    ".git/",
+    ".hg/",
+    ".svn/",
+    ".venv/",
+    "venv/",
+    "env/",
+    "__pycache__/",
+    "build/",
+    "dist/",
+    "site-packages/",
+    "node_modules/",
+    ".tox/",
+    ".nox/",
+    ".mypy_cache/",
+    ".pytest_cache/",
+    ".ruff_cache/",
+    ".graphlint_cache/",
+    ".eggs/",
 )
 
 
@@ -83,16 +84,20 @@ def display_path(path: Path, cwd: Path | None = None) -> Path:
         return Path(os.path.normpath(path))
 
 
-def discover(paths: list[str | Path], exclude: list[str] | tuple[str, ...] = (), root: Path | None = None) -> Discovery:
+def discover(
+    paths: Sequence[str | Path],
+    exclude: Sequence[str] = DEFAULT_EXCLUDE,
+    root: Path | None = None,
+) -> Discovery:
     """All files to check under ``paths``.
 
-    ``exclude`` holds gitignore-style patterns relative to ``root`` (the project
-    root, default the working directory); they skip walked files and
+    ``exclude`` holds gitignore-style patterns relative to ``root`` (the
+    project root, default the working directory); they skip walked files and
     directories but never a file named explicitly. Raises MissingPathError for
     a path that does not exist.
     """
     cwd = Path.cwd()
-    root = (root or cwd).resolve()
+    root = (root or cwd).absolute()
     exclude_spec = _IgnoreFile(root, pathspec.GitIgnoreSpec.from_lines(exclude)) if exclude else None
     result = Discovery()
     found: set[Path] = set()
@@ -151,7 +156,7 @@ class _Walker:
             except OSError:
                 continue
             if is_dir:
-                if entry.name in SKIPPED_DIR_NAMES or (path / "pyvenv.cfg").exists():
+                if (path / "pyvenv.cfg").exists():  # a virtual environment, whatever its name
                     continue
                 if not self._ignored(path, is_dir=True, ignores=ignores):
                     subdirectories.append((path, ignores))
@@ -162,9 +167,19 @@ class _Walker:
         pending.extend(reversed(subdirectories))
 
     def _ignored(self, path: Path, is_dir: bool, ignores: list[_IgnoreFile]) -> bool:
-        if self.exclude is not None and _decision([self.exclude], path, is_dir):
+        if self.exclude is not None and _excluded(self.exclude, path, is_dir):
             return True
         return _decision(ignores, path, is_dir)
+
+
+def _excluded(exclude: _IgnoreFile, path: Path, is_dir: bool) -> bool:
+    """Exclude patterns are relative to the project root; outside it only the name can match."""
+    absolute = path.absolute()
+    try:
+        relative = absolute.relative_to(exclude.base).as_posix()
+    except ValueError:
+        relative = absolute.name
+    return bool(exclude.spec.match_file(relative + "/" if is_dir else relative))
 
 
 def _decision(ignores: list[_IgnoreFile], path: Path, is_dir: bool) -> bool:
