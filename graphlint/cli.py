@@ -23,20 +23,6 @@ DEBUG_ENVIRONMENT_VARIABLE = "GRAPHLINT_DEBUG"
 
 DEFAULT_CONFIRM_TIMEOUT = 30.0
 
-GL000_DOC = """GL000 unanalysable-input
-
-## What it does
-Reports a file that graphlint could not analyse: it could not be read, it is
-not text (undecodable bytes, a NUL byte), it does not parse (the message and
-position are CPython's), it is too large, or its code is nested too deeply.
-
-## Why is this bad?
-Nothing in that file was checked, so a clean result would be a false promise.
-
-## Fix
-Fix the syntax error or the encoding, or leave the file out with `exclude` or
-`--ignore GL000`.
-"""
 
 
 class GraphlintError(click.ClickException):
@@ -311,6 +297,8 @@ def rule(code: str) -> None:
 
     wanted = code.strip().upper()
     if wanted == "GL000":
+        from graphlint.report import GL000_DOC
+
         click.echo(GL000_DOC.rstrip())
         return
     if wanted not in RULES_BY_CODE:

@@ -17,10 +17,29 @@ from graphlint.finding import Finding
 FORMATS: dict[str, str] = {
     "text": "graphlint.report.text",
     "json": "graphlint.report.json",
+    "sarif": "graphlint.report.sarif",
+    "github": "graphlint.report.github",
 }
 
 # Where each rule's documentation lives: README.md has one section per rule.
-DOCS_URL = "https://github.com/graphlint/graphlint#"
+HOMEPAGE = "https://github.com/graphlint/graphlint"
+DOCS_URL = HOMEPAGE + "#"
+
+# GL000 is not a rule module; this is its documentation (`graphlint rule GL000`, SARIF).
+GL000_DOC = """GL000 unanalysable-input
+
+## What it does
+Reports a file that graphlint could not analyse: it could not be read, it is
+not text (undecodable bytes, a NUL byte), it does not parse (the message and
+position are CPython's), it is too large, or its code is nested too deeply.
+
+## Why is this bad?
+Nothing in that file was checked, so a clean result would be a false promise.
+
+## Fix
+Fix the syntax error or the encoding, or leave the file out with `exclude` or
+`--ignore GL000`.
+"""
 
 
 @dataclass
@@ -50,6 +69,15 @@ def rule_name(code: str) -> str:
     return GL000_NAME if code == "GL000" else ""
 
 
+def rule_documentation(code: str) -> str:
+    """The full documentation of a code (a rule module's docstring, or GL000's text)."""
+    if code == "GL000":
+        return GL000_DOC.strip()
+    from graphlint.rules import rule_doc
+
+    return rule_doc(code)
+
+
 def rule_url(code: str) -> str | None:
     """A link to the rule's documentation; None for GL000, which is not a rule."""
     name = rule_name(code)
@@ -61,3 +89,37 @@ def rule_url(code: str) -> str | None:
 def cell_of(finding: Finding) -> int | None:
     """The notebook cell a finding is in (1-based), None for a plain source file."""
     return finding.extra.get("cell")
+
+
+class SourceLines:
+    """Lines of each reported file, read once, from ``sources`` or from disk."""
+
+    def __init__(self, sources: dict[str, str]) -> None:
+        self._given = sources
+        self._read: dict[str, list[str] | None] = {}
+
+    def get(self, path: str) -> list[str] | None:
+        if path not in self._read:
+            text = self._given.get(path)
+            if text is None:
+                text = _read_text(path)
+            self._read[path] = text.splitlines() if text is not None else None
+        return self._read[path]
+
+
+def _read_text(path: str) -> str | None:
+    import io
+    import tokenize
+
+    try:
+        data = open(path, "rb").read()
+    except OSError:
+        return None
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:
+        encoding = "utf-8"
+    try:
+        return data.decode(encoding, errors="replace")
+    except LookupError:
+        return data.decode("utf-8", errors="replace")

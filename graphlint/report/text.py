@@ -6,7 +6,7 @@ from collections import Counter
 from typing import TextIO
 
 from graphlint.finding import Finding
-from graphlint.report import ReportOptions, cell_of, rule_name
+from graphlint.report import ReportOptions, SourceLines, cell_of, rule_name
 
 _TAB_WIDTH = 4
 
@@ -15,7 +15,7 @@ def write(findings: list[Finding], out: TextIO, options: ReportOptions) -> None:
     if options.statistics:
         write_statistics(findings, out)
     else:
-        sources = _SourceLines(options.sources)
+        sources = SourceLines(options.sources)
         for finding in findings:
             out.write(f"{location(finding)}: {finding.code} {finding.message}\n")
             if finding.confirmation is not None:
@@ -69,37 +69,3 @@ def code_frame(finding: Finding, lines: list[str] | None) -> str:
         f"{gutter} |\n"
         "\n"
     )
-
-
-class _SourceLines:
-    """Lines of each reported file, read once, from ``sources`` or from disk."""
-
-    def __init__(self, sources: dict[str, str]) -> None:
-        self._given = sources
-        self._read: dict[str, list[str] | None] = {}
-
-    def get(self, path: str) -> list[str] | None:
-        if path not in self._read:
-            text = self._given.get(path)
-            if text is None:
-                text = _read_text(path)
-            self._read[path] = text.splitlines() if text is not None else None
-        return self._read[path]
-
-
-def _read_text(path: str) -> str | None:
-    import io
-    import tokenize
-
-    try:
-        data = open(path, "rb").read()
-    except OSError:
-        return None
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError:
-        encoding = "utf-8"
-    try:
-        return data.decode(encoding, errors="replace")
-    except LookupError:
-        return data.decode("utf-8", errors="replace")
