@@ -136,6 +136,12 @@ def _selectors(option: str, value: str | None) -> tuple[str, ...] | None:
     help="Read settings from this file instead of the nearest pyproject.toml with [tool.graphlint].",
 )
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
+@click.option(
+    "--stdin-filename",
+    metavar="PATH",
+    default=None,
+    help="Read the source from stdin (path `-`) and report it under this name (what editors send).",
+)
 def check(
     paths: tuple[str, ...],
     output_format: str,
@@ -152,6 +158,7 @@ def check(
     verbose: bool,
     config_file: Path | None,
     isolated: bool,
+    stdin_filename: str | None,
 ) -> None:
     """Check PATHS (files or directories; default: the current directory).
 
@@ -162,19 +169,36 @@ def check(
 
     from graphlint.engine import Settings
 
-    groups = _plan(list(paths) or ["."], config_file, isolated)
-    primary = groups[0][0] if groups else None
+    from_stdin = paths == ("-",) or (not paths and stdin_filename is not None)
+    if "-" in paths and not from_stdin:
+        raise GraphlintError("'-' (read stdin) cannot be combined with other paths")
+    if from_stdin:
+        stdin_name = stdin_filename or "-"
+        groups: list[tuple[Any, list[Path]]] = []
+        primary = _config_for(Path(stdin_filename) if stdin_filename else Path.cwd(), config_file, isolated)
+    else:
+        groups = _plan(list(paths) or ["."], config_file, isolated)
+        primary = groups[0][0] if groups else None
     python = python or (primary.confirm_python if primary else None)
     if python is not None and shutil.which(python) is None:
         raise GraphlintError(f"--python: no such interpreter: {python}")
 
     cli_select = _selectors("--select", select)
     cli_ignore = _selectors("--ignore", ignore)
+
+    def codes_for(config) -> frozenset[str]:
+        return _codes(
+            cli_select if cli_select is not None else config.select,
+            cli_ignore if cli_ignore is not None else config.ignore,
+        )
+
     findings: list = []
+    sources: dict[str, str] = {}
+    if from_stdin:
+        findings, sources = _check_stdin(stdin_name, codes_for(primary))
+        findings = _without_per_file_ignores(findings, primary)
     for config, files in groups:
-        codes = _codes(cli_select if cli_select is not None else config.select,
-                       cli_ignore if cli_ignore is not None else config.ignore)
-        settings = Settings(codes=codes, jobs=jobs)
+        settings = Settings(codes=codes_for(config), jobs=jobs)
         if no_cache:
             settings = _replace(settings, cache=False)
         findings.extend(_without_per_file_ignores(_check_files(files, settings), config))
@@ -185,11 +209,34 @@ def check(
 
         timeout = confirm_timeout or (primary.confirm_timeout if primary else None) or DEFAULT_CONFIRM_TIMEOUT
         watching = output_format == "text" and sys.stdout.isatty() and sys.stderr.isatty()
-        findings = run_confirm(findings, timeout=timeout, python=python, verbose=verbose, progress=watching)
+        findings = run_confirm(
+            findings, sources or None, timeout=timeout, python=python, verbose=verbose, progress=watching
+        )
 
-    options = ReportOptions(show_source=_is_terminal(sys.stdout), quiet=quiet, statistics=statistics)
+    options = ReportOptions(
+        show_source=_is_terminal(sys.stdout), quiet=quiet, statistics=statistics, sources=sources
+    )
     _write_report(output_format, findings, options)
     sys.exit(exit_status(findings, exit_zero))
+
+
+def _config_for(path: Path, config_file: Path | None, isolated: bool):
+    from graphlint.config import ConfigError, config_for
+
+    try:
+        return config_for(path, config_file, isolated)
+    except ConfigError as error:
+        raise GraphlintError(str(error)) from None
+
+
+def _check_stdin(name: str, codes: frozenset[str]) -> tuple[list, dict[str, str]]:
+    """Findings of the source on stdin, and its text for the report (code frames, fingerprints)."""
+    from graphlint.checker import check_source
+    from graphlint.source import read_text
+
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    text = read_text(data, name)
+    return check_source(data, name, codes), ({name: text} if isinstance(text, str) else {})
 
 
 def _plan(paths: list[str], config_file: Path | None, isolated: bool) -> list[tuple[Any, list[Path]]]:
