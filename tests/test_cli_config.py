@@ -91,7 +91,7 @@ def test_paths_in_two_projects_use_their_own_settings(run_cli, tmp_path):
 def test_confirm_settings_reach_the_dynamic_checker(run_cli, tmp_path, monkeypatch):
     calls = []
 
-    def fake_run_confirm(findings, **options):
+    def fake_run_confirm(findings, sources=None, **options):
         calls.append(options)
         return findings
 
