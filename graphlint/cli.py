@@ -202,7 +202,8 @@ def check(
         if no_cache:
             settings = _replace(settings, cache=False)
         findings.extend(_without_per_file_ignores(_check_files(files, settings), config))
-    findings.sort(key=lambda finding: finding.sort_key())
+    if len(groups) > 1:  # the engine orders each group's findings; merged groups need it again
+        findings.sort(key=lambda finding: finding.sort_key())
 
     if confirm_:
         from graphlint.dynamic.cli_support import run_confirm
