@@ -137,6 +137,11 @@ def _selectors(option: str, value: str | None) -> tuple[str, ...] | None:
 )
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
 @click.option(
+    "--force-exclude",
+    is_flag=True,
+    help="Apply exclude patterns to files named on the command line too (for pre-commit).",
+)
+@click.option(
     "--stdin-filename",
     metavar="PATH",
     default=None,
@@ -158,6 +163,7 @@ def check(
     verbose: bool,
     config_file: Path | None,
     isolated: bool,
+    force_exclude: bool,
     stdin_filename: str | None,
 ) -> None:
     """Check PATHS (files or directories; default: the current directory).
@@ -177,7 +183,7 @@ def check(
         groups: list[tuple[Any, list[Path]]] = []
         primary = _config_for(Path(stdin_filename) if stdin_filename else Path.cwd(), config_file, isolated)
     else:
-        groups = _plan(list(paths) or ["."], config_file, isolated)
+        groups = _plan(list(paths) or ["."], config_file, isolated, force_exclude)
         primary = groups[0][0] if groups else None
     python = python or (primary.confirm_python if primary else None)
     if python is not None and shutil.which(python) is None:
@@ -240,7 +246,9 @@ def _check_stdin(name: str, codes: frozenset[str]) -> tuple[list, dict[str, str]
     return check_source(data, name, codes), ({name: text} if isinstance(text, str) else {})
 
 
-def _plan(paths: list[str], config_file: Path | None, isolated: bool) -> list[tuple[Any, list[Path]]]:
+def _plan(
+    paths: list[str], config_file: Path | None, isolated: bool, force_exclude: bool = False
+) -> list[tuple[Any, list[Path]]]:
     """The files to check, grouped by the configuration that applies to them.
 
     A file reached from two paths is checked once, under the first path's settings.
@@ -255,7 +263,7 @@ def _plan(paths: list[str], config_file: Path | None, isolated: bool) -> list[tu
     try:
         for path in paths:
             config = config_for(Path(path), config_file, isolated)
-            discovery = discover([path], config.all_excludes(), root=config.root)
+            discovery = discover([path], config.all_excludes(), root=config.root, force_exclude=force_exclude)
             for warning in discovery.warnings:
                 click.echo(f"graphlint: warning: {warning}", err=True)
             for file in discovery.files:

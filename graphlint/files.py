@@ -88,13 +88,15 @@ def discover(
     paths: Sequence[str | Path],
     exclude: Sequence[str] = DEFAULT_EXCLUDE,
     root: Path | None = None,
+    force_exclude: bool = False,
 ) -> Discovery:
     """All files to check under ``paths``.
 
     ``exclude`` holds gitignore-style patterns relative to ``root`` (the
     project root, default the working directory); they skip walked files and
-    directories but never a file named explicitly. Raises MissingPathError for
-    a path that does not exist.
+    directories but not a file named explicitly, unless ``force_exclude``
+    (what a pre-commit hook wants: it names every changed file). Raises
+    MissingPathError for a path that does not exist.
     """
     cwd = Path.cwd()
     root = (root or cwd).absolute()
@@ -110,7 +112,7 @@ def discover(
             walker = _Walker(exclude_spec, visited_dirs, result.warnings)
             for file in walker.walk(path):
                 found.add(display_path(file, cwd))
-        else:
+        elif not (force_exclude and exclude_spec is not None and _excluded(exclude_spec, path, is_dir=False)):
             found.add(display_path(path, cwd))
     result.files = sorted(found, key=lambda p: str(p))
     return result
