@@ -23,7 +23,13 @@ _RECURSION_LIMIT = 10_000
 
 def check_source(source: str | bytes, path: str, codes: frozenset[str] | None = None) -> list[Finding]:
     """All findings for one file, sorted; ``codes`` restricts which rules run."""
-    findings = _findings(source, path, codes)
+    if path.endswith(".ipynb"):
+        from graphlint.notebook import check_notebook
+
+        # A notebook's code cells are analysed as one program; findings come back per cell.
+        findings = check_notebook(source, path, lambda program: _findings(program, path, codes))
+    else:
+        findings = _findings(source, path, codes)
     if codes is not None and "GL000" not in codes:
         findings = [finding for finding in findings if finding.code != "GL000"]
     return findings

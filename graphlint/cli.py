@@ -293,8 +293,30 @@ def _replace(settings, **changes):
 def _check_files(files: list[Path], settings) -> list:
     # Looked up at call time so the engine can be swapped (tests, benchmarks).
     from graphlint import engine
+    from graphlint.notebook import is_notebook
 
-    return engine.check_files(files, settings)
+    notebooks = [file for file in files if is_notebook(str(file))]
+    findings = engine.check_files([file for file in files if not is_notebook(str(file))], settings)
+    if notebooks:
+        # Checked here rather than by the engine, whose byte and compiled-code
+        # prefilters read .py text (a notebook's JSON compiles as a dict literal).
+        findings = sorted(findings + _check_notebooks(notebooks, settings.codes), key=lambda f: f.sort_key())
+    return findings
+
+
+def _check_notebooks(notebooks: list[Path], codes: frozenset[str]) -> list:
+    from graphlint.checker import check_source
+    from graphlint.source import unanalysable
+
+    findings = []
+    for notebook in notebooks:
+        try:
+            data = notebook.read_bytes()
+        except OSError as error:
+            findings.append(unanalysable(str(notebook), f"cannot read file: {error.strerror or error}"))
+            continue
+        findings.extend(check_source(data, str(notebook), codes))
+    return findings
 
 
 def _without_per_file_ignores(findings: list, config) -> list:

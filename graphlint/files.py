@@ -18,8 +18,8 @@ from typing import Sequence
 
 import pathspec
 
-# The one place that says which files are source files; notebooks join later.
-SOURCE_SUFFIXES: frozenset[str] = frozenset({".py"})
+# The one place that says which files are source files: Python and Jupyter notebooks.
+SOURCE_SUFFIXES: frozenset[str] = frozenset({".py", ".ipynb"})
 
 # Directories that never contain the project's own training code, as gitignore
 # patterns (a name with a trailing slash matches that directory at any depth).

@@ -97,6 +97,7 @@ class SourceLines:
     def __init__(self, sources: dict[str, str]) -> None:
         self._given = sources
         self._read: dict[str, list[str] | None] = {}
+        self._cells: dict[str, dict[int, list[str]]] = {}
 
     def get(self, path: str) -> list[str] | None:
         if path not in self._read:
@@ -105,6 +106,23 @@ class SourceLines:
                 text = _read_text(path)
             self._read[path] = text.splitlines() if text is not None else None
         return self._read[path]
+
+    def line(self, finding: Finding) -> str | None:
+        """The text of the line a finding is reported on (in its cell, for a notebook)."""
+        cell = cell_of(finding)
+        lines = self.get(finding.path) if cell is None else self._cell(finding.path, cell)
+        if lines is None or not 1 <= finding.line <= len(lines):
+            return None
+        return lines[finding.line - 1]
+
+    def _cell(self, path: str, cell: int) -> list[str] | None:
+        if path not in self._cells:
+            from graphlint.notebook import NotebookProgram, read_notebook
+
+            text = self._given.get(path) or _read_text(path)
+            program = read_notebook(text, path) if text is not None else None
+            self._cells[path] = program.cell_lines() if isinstance(program, NotebookProgram) else {}
+        return self._cells[path].get(cell)
 
 
 def _read_text(path: str) -> str | None:

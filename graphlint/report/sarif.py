@@ -165,8 +165,7 @@ class _Fingerprints:
         self._seen: Counter = Counter()
 
     def of(self, finding: Finding) -> str:
-        lines = self._sources.get(finding.path) or []
-        text = lines[finding.line - 1].strip() if 1 <= finding.line <= len(lines) else ""
+        text = (self._sources.line(finding) or "").strip()
         where = f"cell {cell_of(finding)}" if cell_of(finding) is not None else ""
         key = "\0".join((finding.code, Path(finding.path).as_posix(), where, " ".join(text.split())))
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]

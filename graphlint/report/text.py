@@ -21,7 +21,7 @@ def write(findings: list[Finding], out: TextIO, options: ReportOptions) -> None:
             if finding.confirmation is not None:
                 out.write(f"  {finding.confirmation.line()}\n")
             if options.show_source:
-                out.write(code_frame(finding, sources.get(finding.path)))
+                out.write(code_frame(finding, sources.line(finding)))
     if not options.quiet:
         out.write(summary(findings) + "\n")
 
@@ -50,11 +50,10 @@ def write_statistics(findings: list[Finding], out: TextIO) -> None:
         out.write(f"{count:>{count_width}}\t{code:<{code_width}}\t{rule_name(code)}\n")
 
 
-def code_frame(finding: Finding, lines: list[str] | None) -> str:
+def code_frame(finding: Finding, text: str | None) -> str:
     """The reported line with carets under the reported range, in Ruff's gutter style."""
-    if not lines or not 1 <= finding.line <= len(lines):
+    if text is None:
         return ""
-    text = lines[finding.line - 1]
     start = len(text[: finding.col - 1].expandtabs(_TAB_WIDTH))
     end_col = finding.end_col if finding.end_line == finding.line else len(text) + 1
     end = len(text[: end_col - 1].expandtabs(_TAB_WIDTH))
