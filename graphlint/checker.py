@@ -6,6 +6,7 @@ many files. It never raises: anything it cannot analyse becomes a GL000 finding.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from graphlint import suppress
@@ -23,13 +24,19 @@ _RECURSION_LIMIT = 10_000
 
 def check_source(source: str | bytes, path: str, codes: frozenset[str] | None = None) -> list[Finding]:
     """All findings for one file, sorted; ``codes`` restricts which rules run."""
-    if path.endswith(".ipynb"):
-        from graphlint.notebook import check_notebook
+    try:
+        if path.endswith(".ipynb"):
+            from graphlint.notebook import check_notebook
 
-        # A notebook's code cells are analysed as one program; findings come back per cell.
-        findings = check_notebook(source, path, lambda program: _findings(program, path, codes))
-    else:
-        findings = _findings(source, path, codes)
+            # A notebook's code cells are analysed as one program; findings come back per cell.
+            findings = check_notebook(source, path, lambda program: _findings(program, path, codes))
+        else:
+            findings = _findings(source, path, codes)
+    except Exception as error:  # a bug in graphlint must cost one file, never the run
+        if os.environ.get("GRAPHLINT_DEBUG"):
+            raise
+        detail = str(error).splitlines()[0][:200] if str(error) else ""
+        findings = [unanalysable(path, f"internal error while analysing this file: {type(error).__name__}: {detail}")]
     if codes is not None and "GL000" not in codes:
         findings = [finding for finding in findings if finding.code != "GL000"]
     return findings

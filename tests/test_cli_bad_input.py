@@ -130,3 +130,23 @@ def test_a_bad_file_does_not_hide_the_findings_of_the_others(run_cli, tmp_path):
     assert reported == ["a_syntax.py", "b_latin1.py", "c_nul.py", "e_big.py", "f_deep.py", "g_chain.py", "z_last.py"]
     assert all(": GL000 " in line for line in result.stdout.splitlines()[:-1])
     assert result.stdout.endswith("Found 7 errors.\n")
+
+
+def test_a_bug_in_the_analysis_costs_one_file_not_the_run(monkeypatch):
+    import types
+
+    import graphlint.checker
+
+    def check(model):
+        raise KeyError("the analysis tripped")
+        yield
+
+    broken_rule = types.SimpleNamespace(CODE="GL001", NAME="x", SUMMARY="x", check=check)
+    monkeypatch.setattr(graphlint.checker, "ALL_RULES", (broken_rule,))
+    monkeypatch.delenv("GRAPHLINT_DEBUG", raising=False)
+    [finding] = check_source(SPELL, "t.py")
+    assert finding.code == "GL000"
+    assert finding.message == "internal error while analysing this file: KeyError: 'the analysis tripped'"
+    monkeypatch.setenv("GRAPHLINT_DEBUG", "1")
+    with pytest.raises(KeyError):
+        check_source(SPELL, "t.py")
