@@ -43,6 +43,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".ruff_cache/",
     ".graphlint_cache/",
     ".eggs/",
+    ".ipynb_checkpoints/",
 )
 
 

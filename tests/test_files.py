@@ -54,7 +54,7 @@ def test_outside_the_working_directory_paths_are_kept_as_given(tmp_path):
 @pytest.mark.parametrize(
     "directory",
     [".git", ".venv", "venv", "env", "build", "dist", "__pycache__", "site-packages", "node_modules",
-     ".tox", ".mypy_cache", ".graphlint_cache", "nested/site-packages"],
+     ".tox", ".mypy_cache", ".graphlint_cache", ".ipynb_checkpoints", "nested/site-packages"],
 )
 def test_skips_directories_that_never_hold_project_code(tmp_path, directory):
     touch(tmp_path, "train.py", f"{directory}/hidden.py", f"{directory}/deeper/hidden.py")
