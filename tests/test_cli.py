@@ -241,3 +241,20 @@ def test_a_code_frame_is_shown_on_a_terminal_only(tmp_path):
     assert on_terminal.startswith(BROKEN_FINDING + "\n  |\n3 | for x in data\n  |              ^\n")
     piped = _graphlint("check", "broken.py", cwd=tmp_path)
     assert "|" not in piped.stdout
+
+
+def test_suppressed_findings_count_nowhere(run_cli, tmp_path):
+    buggy = (
+        "import torch\n"
+        "model = torch.nn.Linear(2, 1)\n"
+        "loss = model(torch.ones(1, 2)).sum()\n"
+        "loss.backward()\n"
+        "loss.backward(){}\n"
+    )
+    write(tmp_path, "train.py", buggy.format(""))
+    assert run_cli("check", "--statistics", "train.py").stdout.startswith("1\tGL001\t")
+    write(tmp_path, "train.py", buggy.format("  # noqa: GL001"))
+    for args in (["--statistics"], ["--output-format", "json"], ["--statistics", "--output-format", "json"], []):
+        result = run_cli("check", *args, "train.py")
+        assert result.exit_code == 0
+        assert "GL001" not in result.stdout
