@@ -370,7 +370,7 @@ def list_rules() -> None:
 @main.command()
 @click.argument("code")
 def rule(code: str) -> None:
-    """Show the documentation of rule CODE (e.g. GL001)."""
+    """Show the documentation of the rule CODE, such as GL001."""
     from graphlint.rules import RULES_BY_CODE, rule_doc
 
     wanted = code.strip().upper()
