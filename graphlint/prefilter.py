@@ -36,15 +36,32 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Needle:
-    """The spellings one rule cannot report without: as bytes, and as identifiers of compiled code."""
+class Spelling:
+    """One way of writing an event, searched for in the raw bytes.
 
-    pattern: bytes  # a regular expression over the raw file
+    The pattern starts with a literal word so that the regex engine can skip
+    ahead with a fast substring search (a pattern starting with ``\\.`` would
+    be tried at every dot of the file: ten times slower). Whether the word is
+    an attribute (follows a dot) is checked afterwards at each hit.
+    """
+
+    pattern: bytes
+    after_dot: bool = False
+    # The word must not continue an identifier (`param_groups`, not `tied_param_groups`).
+    starts_word: bool = False
+
+
+@dataclass(frozen=True)
+class Needle:
+    """The spellings one rule cannot report without: in the bytes, and as identifiers of compiled code."""
+
+    spellings: tuple[Spelling, ...]
     names: frozenset[str]  # identifiers, any of which lets the file through
     name_parts: tuple[str, ...] = ()  # substrings of identifiers (dotted import names)
 
     def __add__(self, other: "Needle") -> "Needle":
-        return Needle(self.pattern + b"|" + other.pattern, self.names | other.names, self.name_parts + other.name_parts)
+        spellings = self.spellings + tuple(s for s in other.spellings if s not in self.spellings)
+        return Needle(spellings, self.names | other.names, self.name_parts + other.name_parts)
 
 
 # A backward of RULES.md: `t.backward()`, `scaler.scale(t).backward()`,
@@ -52,18 +69,21 @@ class Needle:
 # `s.backward()` under `amp.scale_loss`, and a helper of the file doing one of
 # these (its body spells it too); `torch.autograd.backward(t)` and
 # `torch.autograd.grad(...)` are recognised through imports, and every import
-# or attribute path that reaches them spells "autograd". The attribute form
-# (a dot, possibly split over lines) keeps prose such as "backward
-# compatibility" from letting half of a codebase through.
+# or attribute path that reaches them spells "autograd". Requiring the
+# attribute form (after a dot, possibly split over lines) keeps prose such as
+# "backward compatibility" from letting half of a codebase through.
 _BACKWARD = Needle(
-    rb"\.[\s\\]*(?:manual_)?backward\b|\bmanual_backward\b|autograd",
+    (Spelling(rb"backward\b", after_dot=True), Spelling(rb"manual_backward\b", starts_word=True), Spelling(rb"autograd")),
     frozenset({"backward", "manual_backward"}),
     ("autograd",),
 )
 
 # An optimizer hyperparameter write: `opt.param_groups[i][k] = v`, `for g in
 # opt.param_groups: g[k] = v` / `g.update(...)`, `opt.defaults[k] = v`.
-_HYPERPARAMETER = Needle(rb"\bparam_groups\b|\.[\s\\]*defaults\b", frozenset({"param_groups", "defaults"}))
+_HYPERPARAMETER = Needle(
+    (Spelling(rb"param_groups\b", starts_word=True), Spelling(rb"defaults\b", after_dot=True)),
+    frozenset({"param_groups", "defaults"}),
+)
 
 # GL005 (a graph-bearing value accumulated across iterations) needs a loop
 # that runs a backward (a training loop) or a forward outside any backward: an
@@ -74,7 +94,11 @@ _HYPERPARAMETER = Needle(rb"\bparam_groups\b|\.[\s\\]*defaults\b", frozenset({"p
 # caller backwards, not retained history. `zero_grad` is kept as a sign of
 # training code whose backward sits in a helper spelled elsewhere.
 _TRAINING_OR_EVALUATION = _BACKWARD + Needle(
-    rb"zero_grad|\.[\s\\]*eval[\s\\]*\(|\.[\s\\]*train[\s\\]*\(\s*(?:mode\s*=\s*)?False",
+    (
+        Spelling(rb"zero_grad"),
+        Spelling(rb"eval[\s\\]*\(", after_dot=True),
+        Spelling(rb"train[\s\\]*\(\s*(?:mode\s*=\s*)?False", after_dot=True),
+    ),
     frozenset({"zero_grad", "eval", "train"}),
 )
 
@@ -94,9 +118,14 @@ NEEDLES: dict[str, Needle | None] = {
 # Codes that are not rules: GL000 reports unanalysable input and is only ever
 # produced for files that are analysed anyway.
 _NOT_RULES = frozenset({"GL000"})
-_NOTHING = Needle(rb"(?!)", frozenset())
+_NOTHING = Needle((), frozenset())
+# What may stand between a dot and an attribute name: spaces, newlines inside
+# brackets, a backslash line continuation.
+_BETWEEN_DOT_AND_NAME = b" \t\r\n\f\\"
 
-_combined: dict[frozenset[str] | None, tuple[Needle, re.Pattern[bytes]] | None] = {}
+_IDENTIFIER_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+_combined: dict[frozenset[str] | None, tuple[Needle, list[tuple[re.Pattern[bytes], Spelling]]] | None] = {}
 
 
 def may_have_findings(data: bytes, codes: frozenset[str] | None = None) -> bool:
@@ -104,7 +133,21 @@ def may_have_findings(data: bytes, codes: frozenset[str] | None = None) -> bool:
     needle = _needle(codes)
     if needle is None:
         return True  # a selected rule has no needle: every file may matter
-    return needle[1].search(data) is not None
+    for pattern, spelling in needle[1]:
+        for hit in pattern.finditer(data):
+            start = hit.start()
+            if spelling.after_dot and not _follows_dot(data, start):
+                continue
+            if spelling.starts_word and start > 0 and data[start - 1] in _IDENTIFIER_BYTES:
+                continue
+            return True
+    return False
+
+
+def _follows_dot(data: bytes, position: int) -> bool:
+    before = data[max(0, position - 64) : position].rstrip(_BETWEEN_DOT_AND_NAME)
+    # A dot more than 64 bytes of whitespace away is not worth a false "no".
+    return before.endswith(b".") or (position >= 64 and not before)
 
 
 def may_have_findings_in_code(data: bytes, codes: frozenset[str] | None = None) -> bool:
@@ -142,7 +185,11 @@ def code_names(data: bytes) -> set[str] | None:
 def _needle(codes: frozenset[str] | None) -> tuple[Needle, re.Pattern[bytes]] | None:
     if codes not in _combined:
         needle = _combine(codes)
-        _combined[codes] = None if needle is None else (needle, re.compile(needle.pattern))
+        _combined[codes] = (
+            None
+            if needle is None
+            else (needle, [(re.compile(spelling.pattern), spelling) for spelling in needle.spellings])
+        )
     return _combined[codes]
 
 
@@ -154,9 +201,6 @@ def _combine(codes: frozenset[str] | None) -> Needle | None:
         needle = NEEDLES.get(code)
         if needle is None:
             return None
-        if combined is None:
-            combined = needle
-        elif needle.pattern not in combined.pattern:
-            combined = combined + needle
+        combined = needle if combined is None else combined + needle
     # Nothing but GL000 selected: no rule runs, so no file needs parsing.
     return combined or _NOTHING

@@ -194,6 +194,26 @@ def test_second_stage_keeps_compile_warnings_quiet(recwarn: pytest.WarningsRecor
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
 
 
+@pytest.mark.parametrize(
+    ("source", "kept"),
+    [
+        (b"tied_param_groups = find(model)\n", False),
+        (b"from ._param_groups import group\n", False),
+        (b"x = param_groups[0]\n", True),
+        (b"self.my_manual_backward(loss)\n", False),
+        (b"manual_backward(loss)\n", True),
+        (b"the arg defaults to False\n", False),
+        (b"x.defaults['lr'] = 1\n", True),
+        (b"It runs forward and backward passes.\n", False),
+        (b"model.training = False; evaluate(model)\n", False),
+        (b"obj.\\\n  eval()\n", True),
+        (b"(obj\n   .train(False))\n", True),
+    ],
+)
+def test_word_boundaries_and_attribute_positions(source: bytes, kept: bool) -> None:
+    assert may_have_findings(source) is kept
+
+
 def test_only_gl000_selected_needs_no_parse() -> None:
     assert not may_have_findings(b"loss.backward()\n", frozenset({"GL000"}))
 
