@@ -195,7 +195,8 @@ def _analyse_in_pool(jobs: list[_Job], codes, prefilter: bool, workers: int):
 
     largest_first = sorted(jobs, key=lambda job: len(job.data), reverse=True)
     orphaned: list[_Job] = []
-    with ProcessPoolExecutor(workers, mp_context=_pool_context()) as executor:
+    executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_ignore_interrupts)
+    try:
         futures = {
             executor.submit(analyse_bytes, job.data, job.display, codes, prefilter): job for job in largest_first
         }
@@ -211,6 +212,12 @@ def _analyse_in_pool(jobs: list[_Job], codes, prefilter: bool, workers: int):
             except Exception as error:  # noqa: BLE001 - e.g. a result that does not pickle
                 findings = [_unanalysable(job.display, f"internal error while analysing this file: {type(error).__name__}: {error}")]
             yield job, findings
+    except BaseException:
+        # Ctrl-C or a failure in the caller: drop the queued files instead of
+        # analysing them all before giving up.
+        executor.shutdown(wait=False, cancel_futures=True)
+        raise
+    executor.shutdown(wait=True)
     for job in sorted(orphaned, key=lambda job: job.index):
         yield job, _analyse_isolated(job, codes, prefilter)
 
@@ -227,6 +234,13 @@ def _analyse_isolated(job: _Job, codes, prefilter: bool) -> list[Finding] | None
             return [_unanalysable(job.display, "the analysis of this file crashed its worker process")]
         except Exception as error:  # noqa: BLE001
             return [_unanalysable(job.display, f"internal error while analysing this file: {type(error).__name__}: {error}")]
+
+
+def _ignore_interrupts() -> None:
+    """Workers leave Ctrl-C to the main process, which cancels the run (no traceback per worker)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _pool_context():
