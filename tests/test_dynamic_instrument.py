@@ -224,3 +224,32 @@ def test_accumulator_expressions():
 def test_code_the_child_interpreter_cannot_parse_is_reported():
     with pytest.raises(PlanError, match="cannot parse"):
         build_plan("def broken(:\n", "/virtual/t.py", [])
+
+
+def test_docstring_and_future_imports_stay_first():
+    source = '"""Doc."""\nfrom __future__ import annotations\nfor i in range(2):\n    x: int = i\n'
+    plan, namespace = _run(source, [
+        {"index": 0, "code": "GL001", "line": 1, "col": 1},
+        {"index": 1, "code": "GL001", "line": 2, "col": 1},
+        {"index": 2, "code": "GL005", "line": 4, "col": 1},
+    ])
+    assert "docstring or a __future__ import" in plan.targets[0].problem
+    assert "docstring or a __future__ import" in plan.targets[1].problem
+    assert namespace["x"] == 1 and namespace["__annotations__"] == {"x": "int"}
+
+
+def test_deeply_nested_loops_still_compile():
+    depth = 12  # with a try around every loop this would pass Python's 20 nested blocks
+    lines, indent = ["total = 0"], ""
+    for level in range(depth):
+        lines.append(f"{indent}for i{level} in range(2):")
+        indent += "    "
+    lines.append(f"{indent}total += 1")
+    _, namespace = _run("\n".join(lines) + "\n", [{"index": 0, "code": "GL005", "line": depth + 1, "col": 1}])
+    assert namespace["total"] == 2 ** depth
+
+
+def test_deep_expressions_are_fine():
+    source = "x = " + " + ".join(["1"] * 3000) + "\nfor i in range(2):\n    y = " + "(" * 150 + "i" + ")" * 150 + "\n"
+    _, namespace = _run(source, [{"index": 0, "code": "GL002", "line": 3, "col": 1}])
+    assert namespace["x"] == 3000 and namespace["y"] == 1

@@ -24,6 +24,7 @@ Standard library only, and kept to the ``ast`` API of Python 3.8+.
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass, field
 
 PROBE = "_gl_probe"
@@ -113,6 +114,23 @@ class PlanError(Exception):
 
 def build_plan(source: str, filename: str, findings: list) -> Plan:
     """Instrument ``source`` for ``findings`` (dicts with index, code, line)."""
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, 20_000))
+    try:
+        try:
+            return _build(source, filename, findings, guard_loops=True)
+        except _TooManyBlocks:
+            # Python allows 20 nested blocks; the try around each loop doubles them.
+            return _build(source, filename, findings, guard_loops=False)
+    finally:
+        sys.setrecursionlimit(old_limit)
+
+
+class _TooManyBlocks(Exception):
+    pass
+
+
+def _build(source: str, filename: str, findings: list, guard_loops: bool) -> Plan:
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as error:
@@ -122,12 +140,19 @@ def build_plan(source: str, filename: str, findings: list) -> Plan:
     _link_parents(tree)
     planner = _Planner(source, tree)
     planner.locate(findings)
-    rewriter = _Rewriter(planner)
-    tree = rewriter.visit(tree)
+    rewriter = _Rewriter(planner, guard_loops)
+    try:
+        tree = rewriter.visit(tree)
+    except RecursionError:
+        raise PlanError("the file is nested too deeply to instrument") from None
     ast.fix_missing_locations(tree)
     try:
         code = compile(tree, filename, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, TypeError, RecursionError) as error:
+    except SyntaxError as error:
+        if guard_loops and "statically nested blocks" in str(error):
+            raise _TooManyBlocks() from None
+        raise PlanError(f"cannot compile the instrumented copy: {error}") from None
+    except (ValueError, TypeError, RecursionError, MemoryError) as error:
         raise PlanError(f"cannot compile the instrumented copy: {error}") from None
     return Plan(code, planner.sites, planner.targets, planner.loops, planner.functions, planner.marks)
 
@@ -184,6 +209,20 @@ class _Planner:
         self.marks: dict[int, MarkSite] = {}
         self.mark_of_stmt: dict[int, int] = {}
         self.statements = [node for node in ast.walk(tree) if isinstance(node, ast.stmt)]
+        self.preamble = set()
+        for position, node in enumerate(tree.body):
+            if (position == 0 and _is_docstring(node)) or (
+                isinstance(node, ast.ImportFrom) and node.module == "__future__"
+            ):
+                self.preamble.add(id(node))
+            else:
+                break
+        self.depth = {}
+        for node in self.statements:
+            parent = getattr(node, "_gl_parent", None)
+            while parent is not None and not isinstance(parent, ast.stmt):
+                parent = getattr(parent, "_gl_parent", None)
+            self.depth[id(node)] = self.depth.get(id(parent), 0) + 1 if parent is not None else 1
         for node in ast.walk(tree):
             if isinstance(node, LOOPS):
                 lid = len(self.loops) + 1
@@ -226,7 +265,7 @@ class _Planner:
         for stmt in self.statements:
             end = getattr(stmt, "end_lineno", None) or stmt.lineno
             if stmt.lineno <= line <= end:
-                depth = sum(1 for _ in _parents(stmt))
+                depth = self.depth[id(stmt)]
                 if depth > best_depth:
                     best, best_depth = stmt, depth
         if best is None:
@@ -243,6 +282,9 @@ class _Planner:
             stmt = self.statement_at(line)
             if stmt is None:
                 target.problem = f"line {line} holds no statement"
+                continue
+            if id(stmt) in self.preamble:
+                target.problem = f"line {line} is the module's docstring or a __future__ import"
                 continue
             site = self.site_of_stmt.get(id(stmt))
             if site is None:
@@ -352,25 +394,25 @@ class _CallWrapper(ast.NodeTransformer):
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, planner: _Planner) -> None:
+    def __init__(self, planner: _Planner, guard_loops: bool = True) -> None:
         self.planner = planner
+        self.guard_loops = guard_loops
 
     def generic_visit(self, node):
+        # Only statements hold statements (expressions never do), so only statement
+        # lists and the clauses holding them (except handlers, match cases) are walked:
+        # fast, and deep expressions cannot exhaust the recursion limit.
         for name, old in ast.iter_fields(node):
-            if isinstance(old, list):
+            if not isinstance(old, list) or not old:
+                continue
+            if isinstance(old[0], ast.stmt):
                 new = []
                 for item in old:
-                    if isinstance(item, ast.AST):
-                        result = self.visit(item)
-                        if isinstance(item, ast.stmt):
-                            new.extend(self._expand(item, result))
-                        elif result is not None:
-                            new.append(result)
-                    else:
-                        new.append(item)
+                    new.extend(self._expand(item, self.visit(item)))
                 old[:] = new
-            elif isinstance(old, ast.AST):
-                setattr(node, name, self.visit(old))
+            elif isinstance(old[0], ast.AST) and _holds_statements(old[0]):
+                for item in old:
+                    self.visit(item)
         return node
 
     def visit_FunctionDef(self, node):
@@ -386,6 +428,8 @@ class _Rewriter(ast.NodeTransformer):
 
     def _expand(self, original: ast.stmt, stmt: ast.stmt) -> list:
         planner = self.planner
+        if id(original) in planner.preamble:
+            return [stmt]  # the docstring and __future__ imports must stay first
         before, after = [], []
         mid = planner.mark_of_stmt.get(id(original))
         if mid is not None:
@@ -421,6 +465,10 @@ class _Rewriter(ast.NodeTransformer):
         head = _parse_stmts(f"{name} = {PROBE}.loop_enter({lid})", loop)
         tick = _parse_stmts(f"if {name}.tick():\n    break", loop)
         loop.body[0:0] = tick
+        if not self.guard_loops:
+            # No try/finally: an exception or a return skips close(), which the probe
+            # reads as an iteration that did not complete (the safe side).
+            return head + [loop] + _parse_stmts(f"{name}.close()", loop)
         guard = _parse_stmts(
             "try:\n    pass\n"
             f"except BaseException:\n    {name}.fail()\n    raise\n"
@@ -430,6 +478,10 @@ class _Rewriter(ast.NodeTransformer):
         guard.body = [loop]
         guard.end_lineno = getattr(loop, "end_lineno", loop.lineno)
         return head + [guard]
+
+
+def _holds_statements(node: ast.AST) -> bool:
+    return isinstance(node, ast.excepthandler) or type(node).__name__ == "match_case"
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
