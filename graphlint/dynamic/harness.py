@@ -169,11 +169,15 @@ def run_jobs(jobs: list, settings: PoolSettings, on_start=None, on_done=None) ->
     results: dict = {}
     lock = threading.Lock()
     startup_failure: list = []
+    live: list = []  # children to kill if we are interrupted
+    stopping = threading.Event()
 
     def work() -> None:
         child = None
         try:
             while True:
+                if stopping.is_set():
+                    return
                 try:
                     job = pending.get_nowait()
                 except queue.Empty:
@@ -184,6 +188,7 @@ def run_jobs(jobs: list, settings: PoolSettings, on_start=None, on_done=None) ->
                 if child is None:
                     try:
                         child = Child(settings)
+                        live.append(child)
                     except ChildError as error:
                         startup_failure.append(str(error))
                         _record(job, _failed(str(error)))
@@ -210,8 +215,16 @@ def run_jobs(jobs: list, settings: PoolSettings, on_start=None, on_done=None) ->
     threads = [threading.Thread(target=work, daemon=True) for _ in range(max(1, min(settings.workers, len(jobs))))]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)  # short waits, so Ctrl-C is seen at once
+    except BaseException:
+        # Interrupted (Ctrl-C): leave nothing running behind us.
+        stopping.set()
+        for child in list(live):
+            child.kill()
+        raise
     return results
 
 
