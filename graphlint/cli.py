@@ -142,6 +142,22 @@ def _selectors(option: str, value: str | None) -> tuple[str, ...] | None:
     help="Apply exclude patterns to files named on the command line too (for pre-commit).",
 )
 @click.option(
+    "--fix",
+    "fix",
+    is_flag=True,
+    help="Apply the safe fixes in place, then report what remains (exit 0 only when nothing remains).",
+)
+@click.option(
+    "--unsafe-fixes",
+    is_flag=True,
+    help="With --fix or --diff, also apply fixes that change behaviour beyond the bug (review them).",
+)
+@click.option(
+    "--diff",
+    is_flag=True,
+    help="Print a unified diff of what --fix would change and change nothing (exit 1 when there is something to fix).",
+)
+@click.option(
     "--stdin-filename",
     metavar="PATH",
     default=None,
@@ -165,6 +181,9 @@ def check(
     isolated: bool,
     force_exclude: bool,
     stdin_filename: str | None,
+    fix: bool = False,
+    unsafe_fixes: bool = False,
+    diff: bool = False,
 ) -> None:
     """Check PATHS (files or directories; default: the current directory).
 
@@ -200,6 +219,7 @@ def check(
 
     findings: list = []
     sources: dict[str, str] = {}
+    config_of: dict[str, Any] = {}
     if from_stdin:
         findings, sources = _check_stdin(stdin_name, codes_for(primary))
         findings = _without_per_file_ignores(findings, primary)
@@ -207,9 +227,42 @@ def check(
         settings = Settings(codes=codes_for(config), jobs=jobs)
         if no_cache:
             settings = _replace(settings, cache=False)
+        config_of.update((str(file), config) for file in files)
         findings.extend(_without_per_file_ignores(_check_files(files, settings), config))
     if len(groups) > 1:  # the engine orders each group's findings; merged groups need it again
         findings.sort(key=lambda finding: finding.sort_key())
+
+    fixed: int | None = None
+    hidden_unsafe = 0
+    if fix or diff:
+        if from_stdin:
+            findings, fixed, hidden_unsafe, status = _fix_stdin(
+                sources, stdin_name, codes_for(primary), primary, findings, unsafe_fixes, diff
+            )
+            if diff:
+                sys.exit(status)
+        else:
+
+            def file_codes(path: str) -> frozenset[str]:
+                config = config_of.get(path, primary)
+                return _without_ignored(codes_for(config), config.ignored_codes(path))
+
+            run = _fix_files(findings, file_codes, unsafe_fixes, write=not diff)
+            if diff:
+                from graphlint.fix.cli_support import write_diffs
+
+                write_diffs(run, sys.stdout)
+                sys.stdout.flush()
+                click.echo(
+                    f"Would fix {run.fixed} error{'' if run.fixed == 1 else 's'}." if run.fixed else "No fixes available.",
+                    err=True,
+                )
+                sys.exit(1 if run.diffs else 0)
+            findings, fixed, hidden_unsafe = run.findings, run.fixed, run.hidden_unsafe
+    elif output_format in ("json", "sarif"):
+        from graphlint.fix.cli_support import with_fixes
+
+        findings = with_fixes(findings, sources)
 
     if confirm_:
         from graphlint.dynamic.cli_support import run_confirm
@@ -221,10 +274,47 @@ def check(
         )
 
     options = ReportOptions(
-        show_source=_is_terminal(sys.stdout), quiet=quiet, statistics=statistics, sources=sources
+        show_source=_is_terminal(sys.stdout),
+        quiet=quiet,
+        statistics=statistics,
+        sources=sources,
+        fixed=fixed,
+        hidden_unsafe_fixes=hidden_unsafe,
     )
-    _write_report(output_format, findings, options)
+    # With --fix on stdin, stdout carries the fixed source (what editors read back).
+    _write_report(output_format, findings, options, sys.stderr if (fix and from_stdin) else sys.stdout)
     sys.exit(exit_status(findings, exit_zero))
+
+
+def _without_ignored(codes: frozenset[str], ignored: frozenset[str]) -> frozenset[str]:
+    return frozenset(code for code in codes if not any(code.startswith(prefix) for prefix in ignored))
+
+
+def _fix_files(findings: list, codes_for, unsafe: bool, write: bool):
+    from graphlint.fix.cli_support import fix_files
+
+    run = fix_files(findings, codes_for, unsafe, write)
+    for error in run.errors:
+        click.echo(f"graphlint: error: {error}", err=True)
+    return run
+
+
+def _fix_stdin(sources, name, codes, config, findings, unsafe, diff):
+    """Fix the source read from stdin: the fixed text (or its diff) goes to stdout."""
+    from graphlint.fix.cli_support import fix_stdin, stdin_diff
+
+    text = sources.get(name)
+    if text is None:  # not text at all: nothing to fix, the GL000 finding says why
+        return findings, 0, 0, 1 if diff else 0
+    fixed_text, run = fix_stdin(text, name, _without_ignored(codes, config.ignored_codes(name)) if config else codes, unsafe, findings)
+    if diff:
+        patch = stdin_diff(name, text, fixed_text)
+        sys.stdout.write(patch)
+        sys.stdout.flush()
+        return run.findings, run.fixed, 0, 1 if patch else 0
+    sys.stdout.write(fixed_text)
+    sys.stdout.flush()
+    return run.findings, run.fixed, run.hidden_unsafe, 0
 
 
 def _config_for(path: Path, config_file: Path | None, isolated: bool):
@@ -345,13 +435,13 @@ def _is_terminal(stream: IO[str]) -> bool:
         return False
 
 
-def _write_report(output_format: str, findings: list, options: ReportOptions) -> None:
+def _write_report(output_format: str, findings: list, options: ReportOptions, stream: IO[str] | None = None) -> None:
     from graphlint import report
 
     # --statistics has a text and a JSON shape (Ruff's); other formats show it as text.
     if options.statistics and output_format not in ("text", "json"):
         output_format = "text"
-    stream = sys.stdout
+    stream = stream or sys.stdout
     report.write(output_format, findings, stream, options)
     stream.flush()
 

@@ -52,6 +52,10 @@ class ReportOptions:
     statistics: bool = False
     # Source text of files that are not on disk (stdin), by the finding's path.
     sources: dict[str, str] = field(default_factory=dict)
+    # After --fix: how many findings were fixed (None when --fix did not run).
+    fixed: int | None = None
+    # Unsafe fixes that --unsafe-fixes would have applied.
+    hidden_unsafe_fixes: int = 0
 
 
 def write(format_name: str, findings: list[Finding], out: TextIO, options: ReportOptions | None = None) -> None:

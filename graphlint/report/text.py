@@ -23,7 +23,12 @@ def write(findings: list[Finding], out: TextIO, options: ReportOptions) -> None:
             if options.show_source:
                 out.write(code_frame(finding, sources.line(finding)))
     if not options.quiet:
-        out.write(summary(findings) + "\n")
+        out.write(summary(findings, options.fixed) + "\n")
+        if options.hidden_unsafe_fixes:
+            count = options.hidden_unsafe_fixes
+            out.write(
+                f"{count} hidden fix{'' if count == 1 else 'es'} can be enabled with the `--unsafe-fixes` option.\n"
+            )
 
 
 def location(finding: Finding) -> str:
@@ -32,7 +37,10 @@ def location(finding: Finding) -> str:
     return f"{where}:{finding.line}:{finding.col}"
 
 
-def summary(findings: list[Finding]) -> str:
+def summary(findings: list[Finding], fixed: int | None = None) -> str:
+    if fixed:  # Ruff's shape after --fix
+        total = fixed + len(findings)
+        return f"Found {total} error{'' if total == 1 else 's'} ({fixed} fixed, {len(findings)} remaining)."
     if not findings:
         return "All checks passed!"
     return f"Found {len(findings)} error{'' if len(findings) == 1 else 's'}."
