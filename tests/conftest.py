@@ -27,3 +27,23 @@ def run_cli(monkeypatch, tmp_path):
         return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
 
     return run
+
+
+# Hypothesis profiles for the property tests (tests/test_fuzz*.py). The default
+# keeps a CI run short; `HYPOTHESIS_PROFILE=fuzz python -m pytest tests/test_fuzz.py`
+# is a deliberate fuzzing session (hours of inputs at most; no deadline, since a
+# slow input is reported by the pathological tests, not here).
+def _register_hypothesis_profiles() -> None:
+    import os
+
+    from hypothesis import HealthCheck, settings
+
+    slow_generation = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+    settings.register_profile("default", max_examples=25, deadline=None, suppress_health_check=slow_generation)
+    settings.register_profile(
+        "fuzz", max_examples=5_000, deadline=None, suppress_health_check=slow_generation, print_blob=True
+    )
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+_register_hypothesis_profiles()
