@@ -41,7 +41,6 @@ KNOWN_GAPS = {
     "clean/gl003_accumulation_split_counters.py": "false positive: in-phase split counters",
     "clean/gl003_d2l_sgd_function.py": "false positive: d2l sgd helper (GL001)",
     "clean/gl003_grad_none_loop_first.py": "p.grad = None loop at the top is a zero_grad",
-    "clean/gl003_lbfgs_closure.py": "crash: closure defined inside a loop (KeyError on FunctionDef)",
     "clean/gl003_overflow_guard_zero_grad_continue.py": "false positive: non-periodic guard then zero_grad; continue",
     "clean/gl003_unknown_callback_receives_optimizer.py": "unknown call receiving the optimizer must count as a possible clear",
     "clean/gl003_unknown_hook_receives_model.py": "unknown call receiving the model must count as a possible clear",

@@ -89,8 +89,9 @@ class Program:
                     if isinstance(inner, cst.FunctionDef):
                         info.methods[inner.name.value] = inner
                 self._collect_body(stmt.body.body, info, prefix + info.name + ".")
-            elif isinstance(stmt, (cst.If, cst.Try, cst.With)):
-                # Definitions under `if TYPE_CHECKING:` / try-import blocks.
+            elif isinstance(stmt, cst.BaseCompoundStatement):
+                # Definitions under `if TYPE_CHECKING:`, try-import blocks, and
+                # closures defined inside a module-level loop (LBFGS scripts).
                 for block in _sub_blocks(stmt):
                     self._collect_body(block, cls, prefix)
 
