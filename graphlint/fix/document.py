@@ -97,6 +97,20 @@ class Document:
                 return True
         return False
 
+    def previous_statement_code(self, statement: libcst.CSTNode) -> str | None:
+        """The code of the statement just before ``statement`` in its block, without comments."""
+        block = self.parent(statement)
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or statement not in body:
+            return None
+        index = list(body).index(statement)
+        if index == 0:
+            return None
+        previous = body[index - 1]
+        if isinstance(previous, libcst.SimpleStatementLine) and len(previous.body) == 1:
+            return self.code(previous.body[0]).strip()
+        return None
+
     def walk(self, root: libcst.CSTNode | None = None) -> Iterator[libcst.CSTNode]:
         stack = [root or self.module]
         while stack:
