@@ -223,17 +223,20 @@ class _CallEvaluator:
         frame = self.frame
         if name in frame.local_defs:
             return self.inline_or_unknown(frame.local_defs[name], None, None)
-        is_local = name in frame.scope.locals or name in frame.aliases
+        # At module level a `def`/`class` is itself the binding of its name.
+        module_level = frame.scope.key == "<module>"
+        is_local = name in frame.aliases or (name in frame.scope.locals and not module_level)
+        if not is_local and name in self.program.functions:
+            return self.inline_or_unknown(self.program.functions[name], None, None)
+        if not is_local and name in self.program.classes:
+            return self.construct(self.program.classes[name])
+        is_local = is_local or name in frame.scope.locals
         if not is_local:
             if name in CUTTING_BUILTINS:
                 self.args_value()
                 return EMPTY
             if name in PASSING_BUILTINS:
                 return self.args_value()
-            if name in self.program.functions:
-                return self.inline_or_unknown(self.program.functions[name], None, None)
-            if name in self.program.classes:
-                return self.construct(self.program.classes[name])
             qualified = self.qualify(func)
             if qualified:
                 return self.qualified_call(qualified)
@@ -334,6 +337,11 @@ class _CallEvaluator:
                 self.args_value()
                 return EMPTY
             return self.args_value() | self.forward(CERTAIN, owner)
+        if method == "clear" and not self.call.args:
+            path = self.interp.path(self.frame, owner)
+            if path is not None:
+                ctx.state.set(path, EMPTY)
+            return EMPTY
         owner_value = ctx.eval(owner)
         if method in _CONTAINER_ADDS:
             added = self.args_value()
@@ -463,6 +471,8 @@ class _CallEvaluator:
         if interp.forwards_run > forwards_before:
             interp.runs_forward[func] = True
         ctx.state = exit_state
+        if frame.returned_elements:
+            ctx.returned_elements = frame.returned_elements
         return frame.returns
 
 

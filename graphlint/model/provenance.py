@@ -57,7 +57,7 @@ class Site:
     # Module paths (in the caller's naming) called at this site: used to tell
     # which optimizer's step modifies the parameters this node saved.
     callees: set[str] = field(default_factory=set)
-    # Loop keys the site ever executed in (innermost only).
+    # Keys of every loop the site ever executed inside (at any depth).
     loops: set[tuple] = field(default_factory=set)
     targets: set[str] = field(default_factory=set)
     leaf: bool = False
@@ -140,6 +140,37 @@ class State:
     def drop_prefix(self, prefix: str) -> None:
         for key in [k for k in self.env if k.startswith(prefix)]:
             del self.env[key]
+        self.forget_unreachable()
+
+    def forget_unreachable(self) -> None:
+        """Drop freed/traversed/stepped marks of graphs no variable holds any more.
+
+        Such a graph cannot be backwarded again; keeping its marks would, once
+        stale instances of a site are merged, taint a newer instance of that site.
+        """
+        live: set = set()
+        for value in self.env.values():
+            live.update(value)
+        for name in ("freed", "traversed", "stepped"):
+            table = getattr(self, name)
+            for origin in [o for o in table if o not in live]:
+                del table[origin]
+
+    def new_iteration(self, inside) -> None:
+        """A loop header: the nodes built inside the loop belong to an earlier iteration.
+
+        Without this, a site skipped by a branch in this iteration would keep the
+        freed mark of its previous execution under the name of the current one.
+        ``inside(site)`` says whether a site runs inside this loop.
+        """
+        for key, value in self.env.items():
+            if any(not o[1] and inside(o[0]) for o in value):
+                self.env[key] = frozenset((o[0], True) if inside(o[0]) else o for o in value)
+        for name in ("freed", "traversed", "stepped"):
+            table = getattr(self, name)
+            for origin in [o for o in table if not o[1] and inside(o[0])]:
+                table.setdefault((origin[0], True), table.pop(origin))
+        self.forget_unreachable()
 
     def refresh(self, site: int) -> None:
         """A new execution of ``site``: its existing nodes become stale."""
@@ -162,6 +193,8 @@ class Frame:
     loop_stack: tuple[tuple, ...]
     depth: int
     returns: frozenset = EMPTY
+    # Per-position values when every return is a tuple of one length; False once they disagree.
+    returned_elements: list | None | bool = None
     # loop variable name -> path of the container it iterates (for `for s in state: s.detach_()`).
     iterating: dict[str, str] = field(default_factory=dict)
     local_defs: dict[str, cst.FunctionDef] = field(default_factory=dict)
@@ -228,8 +261,8 @@ class Interpreter:
             self._stack.pop()
 
     def _frame(self, scope: Scope, aliases, loop_stack, depth) -> Frame:
-        self._frame_counter += 1
-        prefix = "" if scope.key == "<module>" else f"@{self._frame_counter}:"
+        # Recursion is never inlined, so a scope is on the frame stack at most once.
+        prefix = "" if scope.key == "<module>" else f"@{scope.key}:"
         return Frame(scope, self.cfg_for(scope), prefix, aliases, loop_stack, depth)
 
     def solve(self, frame: Frame, entry: State, record: bool) -> State:
@@ -315,6 +348,8 @@ class Interpreter:
         if kind in (FOR, WHILE):
             key = (id(frame.cfg), node.id)
             state.fresh[key] = EMPTY
+            sites = self.sites
+            state.new_iteration(lambda site: site >= 0 and key in sites[site].loops)
             if kind == FOR:
                 value = ctx.eval(stmt.iter)
                 ctx.assign(stmt.target, value, element=True)
@@ -363,12 +398,16 @@ class _StmtContext:
         self.produced = 0  # strength of forward calls made by this statement
         self.callees: set[str] = set()
         self.construct_target: str | None = None
+        # Set by an inlined call whose helper returns a tuple: its per-position values.
+        self.returned_elements: list | None = None
 
     # ----- statements -----
     def statement(self, stmt: cst.CSTNode) -> None:
         if isinstance(stmt, cst.Assign):
             if len(stmt.targets) == 1:
                 self.construct_target = self.interp.path(self.frame, stmt.targets[0].target)
+                if self._unpack(stmt.targets[0].target, stmt.value):
+                    return
             value = self.eval(stmt.value)
             value = self.materialise(value)
             for target in stmt.targets:
@@ -383,14 +422,70 @@ class _StmtContext:
             self.eval(stmt.value)
         elif isinstance(stmt, cst.Return):
             if stmt.value is not None:
-                value = self.materialise(self.eval(stmt.value))
+                elements = _tuple_elements(stmt.value)
+                if elements is not None:
+                    values = self.materialise_each([self.eval(e) for e in elements])
+                    value = frozenset().union(*values)
+                else:
+                    values = None
+                    value = self.materialise(self.eval(stmt.value))
                 self.frame.returns = self.frame.returns | value
+                self._record_returned_elements(values)
         elif isinstance(stmt, cst.Del):
             self._delete(stmt.target)
         elif isinstance(stmt, (cst.Raise, cst.Assert)):
             for child in stmt.children:
                 if isinstance(child, cst.BaseExpression):
                     self.eval(child)
+
+    def _record_returned_elements(self, values) -> None:
+        known = self.frame.returned_elements
+        if known is False:
+            return
+        if values is None or (known is not None and len(known) != len(values)):
+            self.frame.returned_elements = False
+        elif known is None:
+            self.frame.returned_elements = list(values)
+        else:
+            self.frame.returned_elements = [a | b for a, b in zip(known, values)]
+
+    def _unpack(self, target: cst.BaseExpression, value_expr: cst.BaseExpression) -> bool:
+        """``a, b = x, y`` and ``a, b = helper()`` (returning a tuple): element by element."""
+        targets = _tuple_elements(target)
+        if targets is None:
+            return False
+        elements = _tuple_elements(value_expr)
+        if elements is not None and len(elements) == len(targets):
+            values = [self.eval(e) for e in elements]
+        elif isinstance(value_expr, cst.Call):
+            self.returned_elements = None
+            whole = self.eval(value_expr)
+            values = self.returned_elements
+            if not values or len(values) != len(targets):
+                stored = self.materialise(whole)
+                for item in targets:
+                    self.assign(item, stored)
+                return True
+            values = [v | (whole & {NEW}) for v in values]
+        else:
+            return False
+        for item, value in zip(targets, self.materialise_each(values)):
+            self.assign(item, value)
+        return True
+
+    def materialise_each(self, values: list) -> list:
+        """Materialise the parts of one statement's value together (one site execution)."""
+        whole = frozenset().union(*values) if values else EMPTY
+        stored = self.materialise(whole)
+        site = (self.site.id, False) if self.site is not None else None
+        result = []
+        for value in values:
+            if not value or self.no_grad:
+                result.append(EMPTY)
+                continue
+            inputs = frozenset((o[0], True) if o[0] == site[0] else o for o in value - {NEW})
+            result.append((inputs & stored) | {site} | (inputs - stored))
+        return result
 
     def materialise(self, value: frozenset) -> frozenset:
         """Turn an evaluated right-hand side into the value this statement stores."""
@@ -403,8 +498,7 @@ class _StmtContext:
             strength = 3
         site.strength = max(site.strength, strength)
         site.callees |= self.callees
-        if self.loop is not None:
-            site.loops.add(self.loop)
+        site.loops.update(self.loop_keys)
         self.state.refresh(site.id)
         stale = frozenset((o[0], True) if o[0] == site.id else o for o in inputs)
         return stale | {(site.id, False)}
@@ -449,6 +543,9 @@ class _StmtContext:
             for item in target.elements:
                 self._delete(item.value)
             return
+        if isinstance(target, cst.Subscript) and self.interp.path(self.frame, target) is None:
+            # `del history[:]` empties the container (a `del d[k]` of one key is rare in loops).
+            target = target.value
         path = self.interp.path(self.frame, target)
         if path is not None:
             self.state.set(path, EMPTY)
@@ -643,6 +740,12 @@ class _StmtContext:
 
     def _eval_Call(self, call: cst.Call) -> frozenset:
         return _CallEvaluator(self, call).evaluate()
+
+
+def _tuple_elements(expr: cst.BaseExpression) -> list | None:
+    if isinstance(expr, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
+        return [e.value for e in expr.elements]
+    return None
 
 
 def _target_names(target: cst.BaseExpression):
