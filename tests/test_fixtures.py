@@ -20,9 +20,7 @@ _EXPECT = re.compile(r"expect:\s*((?:GL\d{3}\s*,?\s*)+)")
 # test fails until it is removed from this list, so the list cannot go stale.
 KNOWN_GAPS = {
     "clean/gl001_accelerate_prepare_dynamic_optimizer.py": "false positive: optimizer built through a factory then prepared",
-    "clean/gl001_backward_each_list_element_once.py": "false positive: separate forwards collected in a list, each backwarded once",
     "clean/gl001_dcgan_module_classes.py": "false positive: Discriminator(...).to(device) module classes",
-    "clean/gl001_frozen_feature_extractor_before_loop.py": "false positive: frozen extractor (requires_grad=False) run before the loop",
     "clean/gl002_conditional_init_or_detach_inplace.py": "false positive: init or detach_() in a branch",
     "clean/gl002_lstmcell_sequence_lbfgs_closure.py": "crash: closure defined inside a loop",
     "GL002/helper_step_returns_attached_state.py": "recurrent state returned by a step helper",
@@ -33,7 +31,6 @@ KNOWN_GAPS = {
     "GL005/loss_dict_per_key.py": "d[k] = d.get(k, 0) + value spelling",
     "clean/gl001_cyclegan_backward_d_basic.py": "false positive: CycleGAN backward_D_basic helper",
     "clean/gl001_forward_forward_detached_layers.py": "false positive: forward-forward detached layers",
-    "clean/gl001_maml_inner_loop_autograd_grad.py": "false positive: MAML inner loop with autograd.grad",
     "clean/gl001_two_models_same_batch.py": "false positive: two models on one batch",
     "clean/gl002_detach_every_k_steps.py": "false positive: periodic detach before backward",
     "clean/gl002_detach_hidden_method_recursive.py": "false positive: recursive detach method",

@@ -24,6 +24,7 @@ from graphlint.model.names import (
 from graphlint.model.program import MODULE, OPTIMIZER, SCALER, SCHEDULER, ACCELERATOR, INSTANCE
 from graphlint.model.provenance import (
     CERTAIN,
+    ELEMENT,
     EMPTY,
     LIKELY,
     MAX_INLINE_DEPTH,
@@ -160,9 +161,12 @@ class _CallEvaluator:
             for loop in ctx.loop_keys:
                 interp.facts.active_loops.add(loop)
         interp.facts.backwarded_sites.update(o[0] for o in value)
+        # One element of a container stands for all of them here; backwarding it
+        # frees only that element's graph, which this analysis cannot single out.
+        frees = not event.retain and ELEMENT not in value
         for origin in value:
             state.traversed.setdefault(origin, self.call)
-            if not event.retain:
+            if frees:
                 state.freed.setdefault(origin, self.call)
         if not event.writes_grad and keyword(self.call, "create_graph") is not None:
             return value
@@ -179,7 +183,7 @@ class _CallEvaluator:
                 continue
             stack.extend(child for child in node.children if isinstance(child, cst.BaseExpression))
         sites = self.interp.sites
-        roots = {o[0] for o in value if sites[o[0]].targets & paths}
+        roots = {o[0] for o in value if o[0] >= 0 and sites[o[0]].targets & paths}
         if isinstance(target, cst.Call) or not paths:
             roots |= {self.ctx.site.id} if self.ctx.site is not None else set()
         return frozenset(roots)

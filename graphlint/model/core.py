@@ -65,6 +65,8 @@ class ModuleModel:
         return any(self.origin_is_graph(o, certain=certain, roots=roots) for o in origins)
 
     def origin_is_graph(self, origin, *, certain: bool = False, roots=frozenset()) -> bool:
+        if origin[0] < 0:
+            return False  # a marker, not a site
         site = self.sites[origin[0]]
         if origin[0] in roots or site.strength >= 3:
             return True

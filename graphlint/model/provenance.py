@@ -40,6 +40,8 @@ Origin = tuple[int, bool]  # (site id, stale)
 EMPTY: frozenset = frozenset()
 # Marks "this statement creates a graph node" inside an expression's value.
 NEW: Origin = (-1, False)
+# Marks a value read as one element of a container (``losses[i]``, ``for l in losses``).
+ELEMENT: Origin = (-2, False)
 
 WEAK, LIKELY, CERTAIN = 1, 2, 3
 MAX_INLINE_DEPTH = 4
@@ -352,6 +354,8 @@ class Interpreter:
             state.new_iteration(lambda site: site >= 0 and key in sites[site].loops)
             if kind == FOR:
                 value = ctx.eval(stmt.iter)
+                if value and self.path(frame, stmt.iter) is not None:
+                    value = value | {ELEMENT}
                 ctx.assign(stmt.target, value, element=True)
                 name = stmt.target.value if isinstance(stmt.target, cst.Name) else None
                 container = self.path(frame, stmt.iter)
@@ -675,10 +679,14 @@ class _StmtContext:
         path = self.interp.path(self.frame, expr)
         if path is not None and self.state.has(path):
             return self.state.get(path)
+        single = True
         for element in expr.slice:
             if isinstance(element.slice, cst.Index):
                 self.eval(element.slice.value)
-        return self.eval(expr.value)
+            else:
+                single = False
+        value = self.eval(expr.value)
+        return value | {ELEMENT} if single and value and self.state.has(self.interp.path(self.frame, expr.value) or "") else value
 
     def _eval_Comparison(self, expr: cst.Comparison) -> frozenset:
         self.eval(expr.left)
