@@ -29,8 +29,6 @@ KNOWN_GAPS = {
     "GL003/two_optimizers_one_cleared_after_backward.py": "rule wording: one backward feeding two optimizers (helper-3's proposal pending)",
     "GL004/defaults_lr_from_loss.py": "layer-loop forward helper reported as GL001/GL002",
     "GL005/loss_dict_per_key.py": "d[k] = d.get(k, 0) + value spelling",
-    "clean/gl001_cyclegan_backward_d_basic.py": "false positive: CycleGAN backward_D_basic helper",
-    "clean/gl001_forward_forward_detached_layers.py": "false positive: forward-forward detached layers",
     "clean/gl001_two_models_same_batch.py": "false positive: two models on one batch",
     "clean/gl002_detach_every_k_steps.py": "false positive: periodic detach before backward",
     "clean/gl002_detach_hidden_method_recursive.py": "false positive: recursive detach method",

@@ -2,8 +2,8 @@
 
 An abstract interpreter over the CFG. A value is a set of *origins*: the
 statement (site) that created a graph node, and whether that is the node of
-the site's latest execution (``stale=False``) or of an earlier one. Executing a
-site again turns its existing origins stale, which is how a loop-carried value
+the site's latest execution (age 0), of the one before (age 1) or of an older
+one (age 2). Executing a site again ages its existing origins, which is how a loop-carried value
 is told apart from a freshly computed one. The state also records which origins
 a backward freed (without ``retain_graph``), traversed (with or without it),
 or whose saved parameters an optimizer step modified in place.
@@ -36,12 +36,13 @@ from graphlint.model.names import (
 )
 from graphlint.model.program import MODULE, PARAM_GROUP, Program, Scope
 
-Origin = tuple[int, bool]  # (site id, stale)
+Origin = tuple[int, int]  # (site id, age: 0 latest, 1 previous, 2 older)
+OLDEST = 2
 EMPTY: frozenset = frozenset()
 # Marks "this statement creates a graph node" inside an expression's value.
-NEW: Origin = (-1, False)
+NEW: Origin = (-1, 0)
 # Marks a value read as one element of a container (``losses[i]``, ``for l in losses``).
-ELEMENT: Origin = (-2, False)
+ELEMENT: Origin = (-2, 0)
 
 WEAK, LIKELY, CERTAIN = 1, 2, 3
 MAX_INLINE_DEPTH = 4
@@ -165,25 +166,23 @@ class State:
         freed mark of its previous execution under the name of the current one.
         ``inside(site)`` says whether a site runs inside this loop.
         """
-        for key, value in self.env.items():
-            if any(not o[1] and inside(o[0]) for o in value):
-                self.env[key] = frozenset((o[0], True) if inside(o[0]) else o for o in value)
-        for name in ("freed", "traversed", "stepped"):
-            table = getattr(self, name)
-            for origin in [o for o in table if not o[1] and inside(o[0])]:
-                table.setdefault((origin[0], True), table.pop(origin))
+        self._age(inside)
         self.forget_unreachable()
 
-    def refresh(self, site: int) -> None:
-        """A new execution of ``site``: its existing nodes become stale."""
-        cur, old = (site, False), (site, True)
+    def _age(self, selected) -> None:
+        """Age every origin of the selected sites by one execution (the oldest ones merge)."""
         for key, value in self.env.items():
-            if cur in value:
-                self.env[key] = (value - {cur}) | {old}
+            if any(selected(o[0]) for o in value):
+                self.env[key] = frozenset(older(o) if selected(o[0]) else o for o in value)
         for name in ("freed", "traversed", "stepped"):
             table = getattr(self, name)
-            if cur in table:
-                table.setdefault(old, table.pop(cur))
+            for age in range(OLDEST - 1, -1, -1):
+                for origin in [o for o in table if o[1] == age and selected(o[0])]:
+                    table.setdefault(older(origin), table.pop(origin))
+
+    def refresh(self, site: int) -> None:
+        """A new execution of ``site``: its existing nodes age by one execution."""
+        self._age(lambda other: other == site)
 
 
 @dataclass
@@ -481,13 +480,13 @@ class _StmtContext:
         """Materialise the parts of one statement's value together (one site execution)."""
         whole = frozenset().union(*values) if values else EMPTY
         stored = self.materialise(whole)
-        site = (self.site.id, False) if self.site is not None else None
+        site = (self.site.id, 0) if self.site is not None else None
         result = []
         for value in values:
             if not value or self.no_grad:
                 result.append(EMPTY)
                 continue
-            inputs = frozenset((o[0], True) if o[0] == site[0] else o for o in value - {NEW})
+            inputs = frozenset(older(o) if o[0] == site[0] else o for o in value - {NEW})
             result.append((inputs & stored) | {site} | (inputs - stored))
         return result
 
@@ -504,8 +503,8 @@ class _StmtContext:
         site.callees |= self.callees
         site.loops.update(self.loop_keys)
         self.state.refresh(site.id)
-        stale = frozenset((o[0], True) if o[0] == site.id else o for o in inputs)
-        return stale | {(site.id, False)}
+        aged = frozenset(older(o) if o[0] == site.id else o for o in inputs)
+        return aged | {(site.id, 0)}
 
     def assign(self, target: cst.BaseExpression, value: frozenset, element: bool = False) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -748,6 +747,10 @@ class _StmtContext:
 
     def _eval_Call(self, call: cst.Call) -> frozenset:
         return _CallEvaluator(self, call).evaluate()
+
+
+def older(origin: Origin) -> Origin:
+    return (origin[0], min(origin[1] + 1, OLDEST))
 
 
 def _tuple_elements(expr: cst.BaseExpression) -> list | None:
