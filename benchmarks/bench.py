@@ -138,7 +138,7 @@ def timed(name: str, command: list[str], runs: int, *, cwd: Path, env=None, befo
     return Timing(name, walls, cpus, max(tree_peaks), max(process_peaks), output)
 
 
-# ----- the per-file pass (in-process workers, for slowest files and findings per rule) -----
+# ----- the --check-prefilter pass (in-process workers) -----
 def _time_one(job: tuple[str, bool]) -> tuple[str, int, float, list[str], bool]:
     """Analyse one file (always when ``force``, else only if the prefilter keeps it)."""
     from graphlint.checker import check_source
@@ -193,7 +193,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3, help="runs per command (median reported)")
     parser.add_argument("--startup-runs", type=int, default=10)
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers of the per-file pass")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers of the --check-prefilter pass")
     parser.add_argument(
         "--check-prefilter", type=int, default=None, metavar="N",
         help="also analyse N random files the prefilter skips (0: all, slow)",
@@ -217,10 +217,19 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     print(f"corpus: {len(files)} files, {size_mb:.1f} MB; {os.cpu_count()} CPUs; {args.runs} runs each; load {load_before:.1f}\n", flush=True)
 
+    timings_file = Path(tempfile.mkstemp(suffix=".json")[1])
+    cold_env = {**cache_env, "GRAPHLINT_TIMINGS": str(timings_file)}
+
+    def empty_cache() -> None:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
     timings: list[Timing] = []
-    timings.append(timed("graphlint cold (no cache)", graphlint_command(files), args.runs, cwd=CORPUS, env=no_cache_env))
-    shutil.rmtree(cache_dir, ignore_errors=True)
-    timings.append(timed("graphlint first run (writes cache)", graphlint_command(files), 1, cwd=CORPUS, env=cache_env))
+    # Cold: what a first run costs (empty cache, which it fills); it also records
+    # every parsed file's analysis time (GRAPHLINT_TIMINGS) for the slowest files.
+    timings.append(
+        timed("graphlint cold (empty cache)", graphlint_command(files), args.runs, cwd=CORPUS, env=cold_env, before_each=empty_cache)
+    )
+    run_record = json.loads(timings_file.read_text())
     timings.append(timed("graphlint warm (cache)", graphlint_command(files), args.runs, cwd=CORPUS, env=cache_env))
     if ruff:
         ruff_command = [ruff, "check", "--select", "ALL", "--no-cache", "--exit-zero", *files]
@@ -234,24 +243,23 @@ def main() -> None:
         one_file.append(measure(graphlint_command([TYPICAL_TRAINING_FILE]), cwd=CORPUS, env=no_cache_env)[0])
         import_libcst.append(measure([sys.executable, "-c", "import libcst"], cwd=CORPUS)[0])
 
-    print("\nper-file pass (in-process workers) ...", flush=True)
     from graphlint.prefilter import may_have_findings
 
     kept = [name for name in files if may_have_findings((CORPUS / name).read_bytes())]
-    jobs_list = [(name, False) for name in kept]
+    per_file = []
     if args.check_prefilter is not None:
         import random
 
+        print("\nprefilter check: analysing skipped files ...", flush=True)
         skipped = sorted(set(files) - set(kept))
         random.Random(0).shuffle(skipped)
         chosen = skipped if args.check_prefilter == 0 else skipped[: args.check_prefilter]
-        # Files kept by stage 1 are analysed even when stage 2 drops them.
-        jobs_list = [(name, True) for name in kept] + [(name, True) for name in chosen]
-    per_file = per_file_pass(jobs_list, args.jobs)
-    analysed = [row for row in per_file if row[4]]
+        # Files kept by stage 1 are analysed too, to catch what stage 2 drops.
+        per_file = per_file_pass([(name, True) for name in kept] + [(name, True) for name in chosen], args.jobs)
+    analysed = [(name, (CORPUS / name).stat().st_size, seconds) for name, seconds in run_record["seconds"].items()]
 
     by_name = {t.name: t for t in timings}
-    cold = by_name["graphlint cold (no cache)"]
+    cold = by_name["graphlint cold (empty cache)"]
     warm = by_name["graphlint warm (cache)"]
     bare = by_name["bare libcst.parse_module (1 process)"]
     rows = [
@@ -267,7 +275,7 @@ def main() -> None:
     print("\n".join(rows))
     print()
     kept_mb = sum((CORPUS / name).stat().st_size for name in kept) / 1e6
-    analysed_mb = sum(row[1] for row in analysed) / 1e6
+    analysed_mb = run_record["stats"]["analysed_bytes"] / 1e6
     print(
         f"prefilter: stage 1 keeps {len(kept)} of {len(files)} files ({kept_mb:.1f} of {size_mb:.1f} MB); "
         f"after stage 2, {len(analysed)} files ({analysed_mb:.1f} MB) are parsed"
@@ -305,12 +313,13 @@ def main() -> None:
     )
 
     slowest = sorted(analysed, key=lambda row: -row[2])[:10]
-    print("\nslowest files (analysis only, seconds; target: none over 2 s):")
-    for name, size, seconds, _, _ in slowest:
+    print("\nslowest files (seconds each took in the cold run, in a worker; target: none over 2 s):")
+    for name, size, seconds in slowest:
         print(f"  {seconds:6.2f}  {size / 1000:7.1f} KB  {name}")
     over = [row for row in analysed if row[2] > 2.0]
-    print(f"files over 2 s: {len(over)}")
-    numbers["slowest"] = [(name, size, seconds) for name, size, seconds, _, _ in slowest]
+    print(f"files over 2 s: {len(over)} of {len(analysed)} parsed")
+    numbers["slowest"] = slowest
+    numbers["run_stats"] = run_record["stats"]
     numbers["files_over_2s"] = len(over)
 
     counts = finding_codes(cold.output)

@@ -79,6 +79,8 @@ class RunStats:
 class RunResult:
     findings: list[Finding]
     stats: RunStats = field(default_factory=RunStats)
+    # Seconds the analysis took per parsed file (display path), for profiling.
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -132,19 +134,37 @@ def run(paths: list[Path], settings: Settings) -> RunResult:
                 continue
         jobs.append(job)
 
-    for job, findings in _analyse_all(jobs, settings, stats):
+    seconds: dict[str, float] = {}
+    for job, (findings, elapsed) in _analyse_all(jobs, settings, stats):
         if findings is None:
             stats.skipped_by_compiled_prefilter += 1
             findings = []
         else:
             stats.analysed += 1
             stats.analysed_bytes += len(job.data)
+            seconds[job.display] = elapsed
         per_file[job.index] = findings
         if job.cache is not None:
             job.cache.store(job.key, findings)
 
     findings = [finding for group in per_file for finding in group]
-    return RunResult(sorted(findings, key=Finding.sort_key), stats)
+    result = RunResult(sorted(findings, key=Finding.sort_key), stats, seconds)
+    timings_path = os.environ.get("GRAPHLINT_TIMINGS")
+    if timings_path:
+        _write_timings(timings_path, result)
+    return result
+
+
+def _write_timings(path: str, result: RunResult) -> None:
+    """GRAPHLINT_TIMINGS=file: what the run did and how long each parsed file took (benchmarks/bench.py)."""
+    import dataclasses
+    import json
+
+    try:
+        with open(path, "w", encoding="utf-8") as stream:
+            json.dump({"stats": dataclasses.asdict(result.stats), "seconds": result.seconds}, stream)
+    except OSError:
+        pass  # a profiling aid must never fail the run
 
 
 class _Caches:
@@ -179,7 +199,7 @@ def _analyse_all(jobs: list[_Job], settings: Settings, stats: RunStats):
     if workers < 2 or len(jobs) < POOL_MIN_FILES or total < POOL_MIN_BYTES:
         stats.workers = 1 if jobs else 0
         for job in jobs:
-            yield job, analyse_bytes(job.data, job.display, settings.codes, settings.prefilter)
+            yield job, _timed_analysis(job.data, job.display, settings.codes, settings.prefilter)
         return
     stats.workers = workers
     yield from _analyse_in_pool(jobs, settings.codes, settings.prefilter, workers)
@@ -198,7 +218,7 @@ def _analyse_in_pool(jobs: list[_Job], codes, prefilter: bool, workers: int):
     executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_ignore_interrupts)
     try:
         futures = {
-            executor.submit(analyse_bytes, job.data, job.display, codes, prefilter): job for job in largest_first
+            executor.submit(_timed_analysis, job.data, job.display, codes, prefilter): job for job in largest_first
         }
         for future in as_completed(futures):
             job = futures[future]
@@ -210,7 +230,7 @@ def _analyse_in_pool(jobs: list[_Job], codes, prefilter: bool, workers: int):
                 orphaned.append(job)
                 continue
             except Exception as error:  # noqa: BLE001 - e.g. a result that does not pickle
-                findings = [_unanalysable(job.display, f"internal error while analysing this file: {type(error).__name__}: {error}")]
+                findings = ([_internal_error(job.display, error)], 0.0)
             yield job, findings
     except BaseException:
         # Ctrl-C or a failure in the caller: drop the queued files instead of
@@ -222,18 +242,18 @@ def _analyse_in_pool(jobs: list[_Job], codes, prefilter: bool, workers: int):
         yield job, _analyse_isolated(job, codes, prefilter)
 
 
-def _analyse_isolated(job: _Job, codes, prefilter: bool) -> list[Finding] | None:
+def _analyse_isolated(job: _Job, codes, prefilter: bool) -> tuple[list[Finding] | None, float]:
     """One file in a process of its own: if it kills that process, it was the culprit."""
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     with ProcessPoolExecutor(1, mp_context=_pool_context()) as executor:
         try:
-            return executor.submit(analyse_bytes, job.data, job.display, codes, prefilter).result()
+            return executor.submit(_timed_analysis, job.data, job.display, codes, prefilter).result()
         except BrokenProcessPool:
-            return [_unanalysable(job.display, "the analysis of this file crashed its worker process")]
+            return [_unanalysable(job.display, "the analysis of this file crashed its worker process")], 0.0
         except Exception as error:  # noqa: BLE001
-            return [_unanalysable(job.display, f"internal error while analysing this file: {type(error).__name__}: {error}")]
+            return [_internal_error(job.display, error)], 0.0
 
 
 def _ignore_interrupts() -> None:
@@ -250,6 +270,14 @@ def _pool_context():
     if "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context()
+
+
+def _timed_analysis(data: bytes, display: str, codes, prefilter: bool) -> tuple[list[Finding] | None, float]:
+    import time
+
+    start = time.perf_counter()
+    findings = analyse_bytes(data, display, codes, prefilter)
+    return findings, time.perf_counter() - start
 
 
 def analyse_bytes(data: bytes, display: str, codes: frozenset[str] | None, prefilter: bool = True) -> list[Finding] | None:
@@ -269,7 +297,11 @@ def analyse_bytes(data: bytes, display: str, codes: frozenset[str] | None, prefi
     except MemoryError:
         return [_unanalysable(display, "file is too large to analyse")]
     except Exception as error:  # noqa: BLE001 - one file's bug must not stop the run
-        return [_unanalysable(display, f"internal error while analysing this file: {type(error).__name__}: {error}")]
+        return [_internal_error(display, error)]
+
+
+def _internal_error(display: str, error: BaseException) -> Finding:
+    return _unanalysable(display, f"internal error while analysing this file: {type(error).__name__}: {error}")
 
 
 def _unanalysable(path: str, message: str) -> Finding:

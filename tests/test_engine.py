@@ -269,6 +269,19 @@ def test_two_concurrent_runs_share_one_cache_safely(tmp_path: Path) -> None:
     assert len(warm.findings) == 6
 
 
+def test_graphlint_timings_records_what_the_run_did(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    report = tmp_path / "timings.json"
+    monkeypatch.setenv("GRAPHLINT_TIMINGS", str(report))
+    paths = [write(tmp_path, "a.py", DOUBLE_BACKWARD), write(tmp_path, "util.py", NO_TRAINING)]
+    result = run(paths, settings(jobs=1))
+    written = json.loads(report.read_text())
+    assert written["stats"]["analysed"] == 1 and written["stats"]["skipped_by_prefilter"] == 1
+    assert list(written["seconds"]) == [str(paths[0])] == list(result.seconds)
+    assert written["seconds"][str(paths[0])] > 0
+
+
 def test_a_fully_cached_or_prefiltered_run_does_not_import_libcst(tmp_path: Path) -> None:
     import subprocess
     import sys
