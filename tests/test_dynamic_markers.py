@@ -35,11 +35,16 @@ def expected_findings(path: Path) -> list:
 
 
 def positive_files() -> list:
-    return sorted(p for p in FIXTURES.glob("GL00*/*.py"))
+    return sorted(p for p in FIXTURES.glob("GL00*/*.py") if not p.name.endswith(".fixed.py"))
+
+
+def fixed_files() -> list:
+    """Autofix expectations: a positive after its fix, still carrying the positive's markers."""
+    return sorted(FIXTURES.glob("GL00*/*.fixed.py"))
 
 
 def clean_files() -> list:
-    return sorted(FIXTURES.glob("clean/gl00*.py"))
+    return sorted(p for p in FIXTURES.glob("clean/gl00*.py") if not p.name.endswith(".fixed.py"))
 
 
 def _names(node: ast.AST) -> set:
@@ -92,10 +97,12 @@ def injected_findings(path: Path) -> list:
     def visit(node: ast.AST, inside: bool) -> None:
         for child in ast.iter_child_nodes(node):
             nested = inside or isinstance(child, LOOPS)
-            if isinstance(child, ast.stmt) and inside and not isinstance(child, LOOPS + FUNCTIONS + (ast.If, ast.With, ast.Try, ast.ClassDef)):
+            compound = LOOPS + FUNCTIONS + (ast.If, ast.With, ast.Try, ast.ClassDef)
+            if isinstance(child, ast.stmt) and inside and not isinstance(child, compound):
                 if _is_trap(rule, child) and child.lineno not in seen:
                     seen.add(child.lineno)
-                    findings.append(Finding(rule, "injected: wrong on purpose", str(path), child.lineno, 1, child.lineno, 1))
+                    line = child.lineno
+                    findings.append(Finding(rule, "injected: wrong on purpose", str(path), line, 1, line, 1))
             visit(child, nested)
 
     visit(tree, False)

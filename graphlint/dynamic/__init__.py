@@ -28,7 +28,6 @@ from graphlint.dynamic.verdict import (
     from_child,
     inconclusive,
 )
-from graphlint.finding import Finding
 
 __all__ = [
     "CONFIRMED", "INCONCLUSIVE", "NOT_REPRODUCED", "Confirmation", "ConfirmOptions", "FileRun",

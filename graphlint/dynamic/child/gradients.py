@@ -131,7 +131,8 @@ class GradientLedger:
         params = self.parameters_of(optimizer) if params is None else params
         remaining = []
         for candidate in self.candidates:
-            indexes, clear, backward, hit = candidate["indexes"], candidate["clear"], candidate["backward"], candidate["hit"]
+            indexes, clear = candidate["indexes"], candidate["clear"]
+            backward, hit = candidate["backward"], candidate["hit"]
             if not (hit & set(params)):
                 # Another optimizer's step: from now on, a new backward into the cleared
                 # parameters means they were cleared for it (the GAN discriminator case).

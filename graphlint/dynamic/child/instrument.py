@@ -325,7 +325,8 @@ class _Planner:
             for node in ast.walk(loop_nodes[lid]):
                 if not isinstance(node, ast.stmt) or isinstance(node, COMPOUND):
                     continue
-                if any(isinstance(p, FUNCTIONS + (ast.ClassDef, ast.Lambda)) for p in self._parents_until(node, loop_nodes[lid])):
+                scopes = FUNCTIONS + (ast.ClassDef, ast.Lambda)
+                if any(isinstance(p, scopes) for p in self._parents_until(node, loop_nodes[lid])):
                     continue
                 text = ast.get_source_segment(self.source, node) or ""
                 if not any(word in text for word in RELEVANT_WORDS):

@@ -159,7 +159,9 @@ def _gl002(probe, index, run):
     if not all(complete for _, _, complete in sizes):
         return "inconclusive", "the call's graph was too large to walk"
     if probe.backward_count == 0:
-        return "inconclusive", "no torch backward ran, so no state could outlive one (the probes see torch autograd only)"
+        return "inconclusive", (
+            "no torch backward ran, so no state could outlive one (the probes see torch autograd only)"
+        )
     return "not reproduced", "the call's result never reached a graph backwarded in an earlier iteration"
 
 

@@ -413,7 +413,8 @@ class Probe:
         freed_error = "backward through the graph a second time" in message or "already been freed" in message
         inplace_error = "modified by an inplace operation" in message
         for index in self.targets_at(event.lines, "GL001"):
-            if error is not None and (freed_error or (inplace_error and event.extra.get("retained") and self.step_count)):
+            after_step = inplace_error and event.extra.get("retained") and self.step_count
+            if error is not None and (freed_error or after_step):
                 self.confirm(index, f'{type(error).__name__} "{_headline(message)}" at {self.where(event, index)}')
             elif freed:
                 first = min(freed, key=lambda r: r.freed_by.seq).freed_by
@@ -461,7 +462,9 @@ class Probe:
             start = self.iteration_start(index)
             iteration = self.iteration_of(index)
             self.forward_sizes[index].append((iteration, len(walk.nodes), walk.complete))
-            consumed = [self.traversed[k] for k in walk.nodes if k in self.traversed and self.traversed[k].first.seq < start]
+            consumed = [
+                self.traversed[k] for k in walk.nodes if k in self.traversed and self.traversed[k].first.seq < start
+            ]
             if consumed:
                 first = min(consumed, key=lambda r: r.first.seq).first
                 self.confirm(

@@ -309,7 +309,8 @@ class Builder:
         if unknown:
             raise CannotDrive(f"cannot tell what parameter {unknown[0]!r} should be from how the code uses it")
         values = {}
-        order = ["model", "loss"] + [r for r in set(roles.values()) if r not in ("model", "loss", "optimizer", "scheduler")]
+        last = ("model", "loss", "optimizer", "scheduler")
+        order = ["model", "loss"] + [r for r in set(roles.values()) if r not in last]
         order += ["optimizer", "scheduler"]
         for role in order:
             for name in params:
@@ -347,7 +348,9 @@ class Builder:
             self.described.append(f"{name}=SGD")
             return optimizer
         if role == "scheduler":
-            optimizer = next(iter(self.optimizers.values()), None) or torch.optim.SGD(self.parameters_for(name), lr=0.01)
+            optimizer = next(iter(self.optimizers.values()), None)
+            if optimizer is None:
+                optimizer = torch.optim.SGD(self.parameters_for(name), lr=0.01)
             self.described.append(f"{name}=StepLR")
             return torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
         if role == "scaler":
@@ -385,12 +388,13 @@ class Builder:
     def data(self, name: str, facts: Facts):
         """A batch tensor for a parameter handed to a model: shaped for the model the
         instance holds when there is one (its first layer), labels within its classes."""
-        lower = name.lower()
-        modules = [getattr(self.instance, callee[5:], None) for callee, _ in facts.passed_to if callee.startswith("self.")]
-        modules = [m for m in modules if isinstance(m, nn.Module)]
+        consumers = [getattr(self.instance, c[5:], None) for c, _ in facts.passed_to if c.startswith("self.")]
+        modules = [m for m in consumers if isinstance(m, nn.Module)]
         if _has_word(name, LABEL_WORDS):
             classes = CLASSES
-            held = modules or [v for v in vars(self.instance).values() if isinstance(v, nn.Module)] if self.instance is not None else modules
+            held = modules
+            if not held and self.instance is not None:
+                held = [v for v in vars(self.instance).values() if isinstance(v, nn.Module)]
             # the smallest head bounds every class index (a value head of width 1 makes them all 0)
             outs = [m.out_features for module in held for m in module.modules() if isinstance(m, nn.Linear)]
             if outs:
@@ -642,7 +646,8 @@ def plan_call(module: Module, site, source: str, namespace: dict):
         try:
             instance = cls(**init_kwargs)
         except Exception as error:
-            raise CannotDrive(f"cannot construct {class_name} with stand-ins: {type(error).__name__}: {error}") from None
+            reason = f"cannot construct {class_name} with stand-ins: {type(error).__name__}: {error}"
+            raise CannotDrive(reason) from None
         builder.instance = instance
         name = module.entry(site.name, {k: v for k, v in methods.items() if k != "__init__"}, through_self=True)
         node = methods[name]

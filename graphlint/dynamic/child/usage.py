@@ -159,7 +159,7 @@ class Collector(ast.NodeVisitor):
         callee = None
         if isinstance(node.func, ast.Name):
             callee = node.func.id
-        elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
+        elif _is_self_attribute(node.func):
             callee = "self." + node.func.attr
         for position, arg in enumerate(list(node.args) + [k.value for k in node.keywords if k.arg]):
             facts_arg = self._facts(arg)
@@ -242,6 +242,10 @@ class Collector(ast.NodeVisitor):
             self.facts[node.id].used = True
 
 
+def _is_self_attribute(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
 def _target_names(target: ast.AST) -> list:
     return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
 
@@ -264,6 +268,6 @@ def init_aliases(init: ast.AST | None) -> dict:
     for node in ast.walk(init):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in params:
             for target in node.targets:
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                if _is_self_attribute(target):
                     aliases[target.attr] = node.value.id
     return aliases

@@ -197,7 +197,8 @@ class Zygote:
         for fd in (out_w, err_w, res_w):
             os.close(fd)
         self.send({"type": "started", "id": job["id"], "pid": pid})
-        outcome = self._collect(pid, job, {out_r: Capture(), err_r: Capture(), res_r: Capture(RESULT_LIMIT, 0)}, res_r, started)
+        streams = {out_r: Capture(), err_r: Capture(), res_r: Capture(RESULT_LIMIT, 0)}
+        outcome = self._collect(pid, job, streams, res_r, started)
         outcome["id"] = job["id"]
         return outcome
 
