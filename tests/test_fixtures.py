@@ -26,7 +26,6 @@ KNOWN_GAPS = {
     "GL002/helper_step_returns_attached_state.py": "recurrent state returned by a step helper",
     "GL002/lstm_cell_nested_time_loop.py": "state carried across the outer loop of a nested time loop",
     "GL002/word_lm_needs_data.py": "word-LM shape with data loaded from disk",
-    "GL003/two_optimizers_one_cleared_after_backward.py": "rule wording: one backward feeding two optimizers (helper-3's proposal pending)",
     "GL004/defaults_lr_from_loss.py": "layer-loop forward helper reported as GL001/GL002",
     "GL005/loss_dict_per_key.py": "d[k] = d.get(k, 0) + value spelling",
     "clean/gl001_two_models_same_batch.py": "false positive: two models on one batch",
@@ -34,12 +33,7 @@ KNOWN_GAPS = {
     "clean/gl002_detach_hidden_method_recursive.py": "false positive: recursive detach method",
     "clean/gl002_detach_inplace_each_element.py": "false positive: detach_() on each element",
     "clean/gl002_dict_state_detached.py": "false positive: dict state detached per key",
-    "clean/gl003_accumulation_split_counters.py": "false positive: in-phase split counters",
     "clean/gl003_d2l_sgd_function.py": "false positive: d2l sgd helper (GL001)",
-    "clean/gl003_grad_none_loop_first.py": "p.grad = None loop at the top is a zero_grad",
-    "clean/gl003_overflow_guard_zero_grad_continue.py": "false positive: non-periodic guard then zero_grad; continue",
-    "clean/gl003_unknown_callback_receives_optimizer.py": "unknown call receiving the optimizer must count as a possible clear",
-    "clean/gl003_unknown_hook_receives_model.py": "unknown call receiving the model must count as a possible clear",
     "clean/gl005_bptt_sum_over_time_steps.py": "false positive: BPTT state re-created per sequence (GL001/GL002)",
     "GL001/wrapper_autograd_backward_actor_critic.py": "torch.autograd.backward on a value sharing the critic's forward",
     "GL001/wrapper_optimizer_backward_hoisted_anchor.py": "finding reported at the wrapper call instead of the helper's backward",
@@ -47,9 +41,6 @@ KNOWN_GAPS = {
     "GL002/custom_engine_rewrap_once_outside_loop.py": "custom autograd engine classes defined in the file",
     "clean/gl002_custom_engine_rewrap_each_batch.py": "custom autograd engine: backward inside the engine reported",
     "GL002/lstm_hidden_carried_no_cut.py": "inner LSTM node reported again as GL001",
-    "GL003/grad_none_loop_between_backward_and_step.py": "p.grad = None loop not tied to the optimizer",
-    "GL003/helper_backward_and_step_no_zero_grad.py": "optimizer identity through a helper parameter",
-    "GL003/helper_zero_grad_between_backward_and_step.py": "zero_grad hidden in a helper",
 }
 
 

@@ -1,14 +1,20 @@
 """The order of backward (B), zero_grad (Z) and step (S) per optimizer, on every path.
 
 The CFG of an entry scope is expanded into an event graph: helpers of the
-module are spliced in where they are called, so their events keep their order.
+module are spliced in where they are called, so their events keep their order
+and a finding can point inside the helper. Loops that only clear gradients
+(``for p in model.parameters(): p.grad = None``) become one event.
+
 Periodic guards (``if (i + 1) % k == 0:``) are decided by tracking the loop
 counter's residue, so accumulation is path-sensitive: both outcomes of such a
-guard really happen, in known iterations. Other conditions are unknown.
+guard really happen, in known iterations. Other conditions are unknown. In
+``periodic or other`` the other part is an exception (the last batch); a path
+that steps only because of it is possible but not certain ("tainted").
 
-Per optimizer the state is: backwards whose gradients are surely present and not
-yet applied (a must-set, for "cleared before the step"), and may-sets of fresh
-and applied gradients (for "applied by two steps").
+Per optimizer the dataflow state is: backwards whose gradients are surely
+present and not yet applied (a must-set, for "cleared before the step"), the
+subset of those that a periodic guard already held back from a step, and
+may-sets of fresh and applied gradients (for "applied by two steps").
 """
 
 from __future__ import annotations
@@ -20,16 +26,24 @@ import libcst as cst
 
 from graphlint.model import events as ev
 from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, WHILE, WITH, build_cfg
-from graphlint.model.names import dotted, positional
-from graphlint.model.program import INSTANCE, MODULE, OPTIMIZER, Program, Scope
+from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, dotted, positional
+from graphlint.model.program import (
+    ACCELERATOR, FORWARD, MODULE, OPTIMIZER, SCALER, SCHEDULER, Program, Scope,
+)
 
 MAX_DEPTH = 3
+# Moduli used for the counters of periodic guards (at most three counters).
 _PERIODS = (4, 3, 5)
+_BUDGET = 50_000
+# Methods on these objects are framework calls that never clear gradients.
+_NOT_CLEARING_OWNERS = frozenset({SCALER, SCHEDULER, OPTIMIZER, MODULE, ACCELERATOR})
+# Answers of `relation`: does an event clear an optimizer's gradients?
+YES, MAYBE, NO = "yes", "maybe", "no"
 
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # "B", "S", "Z", "U" (unknown call that may clear or step), "SC" (self-contained step)
+    kind: str  # "B", "S", "Z", "U" (unknown call that may clear), "SC" (self-contained step)
     call: cst.CSTNode
     target: str | None = None  # optimizer path (S), owner path (Z/U)
     scope: Scope | None = None
@@ -44,10 +58,14 @@ class ENode:
     id: int
     events: list = field(default_factory=list)
     succ: list = field(default_factory=list)  # (id, label)
-    test: cst.BaseExpression | None = None  # an `if` test
+    test: cst.BaseExpression | None = None  # an `if` / `while` test
     header: bool = False  # a loop header
     increments: str | None = None  # counter name incremented here (`step += 1`)
     loop: int | None = None  # the header id of the innermost loop
+    parent_loop: int | None = None  # for a header: the loop around it
+    binds: tuple = ()  # for a `for` header: the counter it binds and its start value
+    back_branch: object = None  # for a test: the branch its back edge is (True/False)
+    loop_test: bool = False  # the node whose True/False edges enter/leave a loop's body
 
 
 @dataclass
@@ -60,11 +78,21 @@ class Violation:
     first_step: cst.CSTNode | None = None
 
 
+@dataclass(frozen=True)
+class _GradWrite:
+    """`p.grad = None` / `p.grad.zero_()` on the loop variable `name`."""
+
+    node: cst.CSTNode
+    name: str
+    fors: tuple  # the `for` statements around it inside the analysed expression
+
+
 class EventGraph:
     def __init__(self, program: Program) -> None:
         self.program = program
         self.nodes: list[ENode] = []
         self.stack: list[cst.CSTNode] = []
+        self._scopes_by_key = {scope.key: scope for scope in program.scopes.values()}
 
     def new(self) -> ENode:
         node = ENode(len(self.nodes))
@@ -78,22 +106,39 @@ class EventGraph:
     def expand(self, scope: Scope, aliases: dict[str, str], depth: int, loop: int | None, framework: bool) -> tuple[int, int]:
         """Splice the scope's CFG in; returns (entry, exit) event-node ids."""
         cfg = build_cfg(scope.body, no_grad=scope.no_grad)
+        side = {
+            node.id for node in cfg.nodes
+            if node.kind == FOR and self._is_side_loop(node.stmt, scope, aliases)
+        }
         mapping: dict[int, tuple[int, int]] = {}
         for node in cfg.nodes:
             first = self.new()
-            own_loop = node.loop
-            first.loop = self._loop_id(mapping, cfg, own_loop, loop)
-            if node.kind in (FOR, WHILE):
+            first.loop = self._loop_id(mapping, node.loop, loop)
+            if node.kind in (FOR, WHILE) and node.id not in side:
                 first.header = True
+                first.parent_loop = first.loop
                 first.loop = first.id
-            last = self._fill(first, node, cfg, scope, aliases, depth, framework or self._in_accumulate(cfg, node))
+                if node.kind == FOR:
+                    first.binds = _counter_binding(node.stmt)
+            if any(header in side for header in node.loops):
+                mapping[node.id] = (first.id, first.id)  # unreachable: its loop is one event
+                continue
+            last = self._fill(first, node, cfg, scope, aliases, depth, framework or self._in_accumulate(cfg, node), node.id in side)
             mapping[node.id] = (first.id, last)
         for node in cfg.nodes:
+            last = self.nodes[mapping[node.id][1]]
+            last.loop_test = self.nodes[mapping[node.id][0]].header
+            labels = {label for _, label in node.succ}
+            if BACK in labels and node.kind in (IF, WHILE):
+                # A branch that ends the loop body goes straight back to the header.
+                last.back_branch = False if True in labels else True
             for succ, label in node.succ:
-                self.link(mapping[node.id][1], mapping[succ][0], label)
+                if node.id in side and label is True:
+                    continue  # the side loop's body already ran as the header's events
+                self.link(last.id, mapping[succ][0], label)
         return mapping[cfg.entry][0], mapping[cfg.exit][1]
 
-    def _loop_id(self, mapping, cfg: CFG, own_loop, outer):
+    def _loop_id(self, mapping, own_loop, outer):
         if own_loop is None:
             return outer
         return mapping[own_loop][0] if own_loop in mapping else outer
@@ -107,32 +152,47 @@ class EventGraph:
                     return True
         return False
 
-    def _fill(self, first: ENode, node, cfg: CFG, scope: Scope, aliases, depth: int, framework: bool) -> int:
+    def _is_side_loop(self, stmt: cst.For, scope: Scope, aliases) -> bool:
+        """A `for` whose body neither backwards nor steps nor calls a helper (a loop over
+        parameters, optimizers or callbacks): it is summarised as one event, because such
+        iterables are not empty and the body's clears happen whatever the element."""
+        kinds = lambda e: self.program.kinds(scope, dotted(e))  # noqa: E731
+        for sub in _calls_and_grad_writes(stmt.body):
+            if not isinstance(sub, cst.Call):
+                continue
+            event = ev.recognise(sub, kinds, lambda e: False, lambda e: self.program.imports.qualify(e))
+            if isinstance(event, (ev.BackwardCall, ev.StepCall)):
+                return False
+            if self._helper(sub.func, scope, aliases) is not None:
+                return False
+        return True
+
+    def _fill(self, first: ENode, node, cfg: CFG, scope: Scope, aliases, depth: int, framework: bool, side: bool) -> int:
         stmt = node.stmt
-        exprs: list[cst.CSTNode] = []
-        if node.kind == IF:
-            first.test = stmt.test
-            exprs = [stmt.test]
-        elif node.kind == WHILE:
-            exprs = [stmt.test]
+        exprs: list[tuple[cst.CSTNode, tuple]] = []
+        if node.kind in (IF, WHILE):
+            exprs = [(stmt.test, ())]
         elif node.kind == FOR:
-            exprs = [stmt.iter]
+            exprs = [(stmt.iter, ())]
+            if side:
+                exprs += [(inner, (stmt,)) for inner in stmt.body.body]
         elif node.kind == WITH:
-            exprs = [item.item for item in stmt.items]
+            exprs = [(item.item, ()) for item in stmt.items]
         elif node.kind == DEF or stmt is None:
             exprs = []
         else:
-            exprs = [stmt]
-            if isinstance(stmt, cst.AugAssign) and isinstance(stmt.target, cst.Name) and isinstance(stmt.operator, cst.AddAssign):
-                first.increments = stmt.target.value
+            exprs = [(stmt, ())]
+            if isinstance(stmt, cst.AugAssign) and isinstance(stmt.operator, cst.AddAssign):
+                first.increments = dotted(stmt.target)
+        loop_fors = tuple(cfg.nodes[h].stmt for h in node.loops)
         current = first
-        for expr in exprs:
-            for item in self._items(expr, node, cfg, scope, aliases, framework):
+        for expr, fors in exprs:
+            for item in self._items(expr, fors, loop_fors, scope, aliases, framework):
                 if isinstance(item, Event):
                     current.events.append(item)
                     continue
                 func, cls, owner_path, call = item
-                if depth >= MAX_DEPTH or func in self.stack:
+                if depth >= MAX_DEPTH or func in self.stack or func not in self.program.scopes:
                     continue
                 callee_scope = self.program.scope_of(func)
                 callee_aliases = {}
@@ -141,11 +201,15 @@ class EventGraph:
                     params.pop(0)
                     if owner_path:
                         callee_aliases["self"] = owner_path
-                call_args = [a.value for a in call.args if a.keyword is None and not a.star]
-                for param, arg in zip(params, call_args):
+                for param, arg in zip(params, positional(call)):
                     resolved = self.resolve(arg, aliases)
                     if resolved:
                         callee_aliases[param] = resolved
+                for arg in call.args:
+                    if arg.keyword is not None and arg.keyword.value in params:
+                        resolved = self.resolve(arg.value, aliases)
+                        if resolved:
+                            callee_aliases[arg.keyword.value] = resolved
                 self.stack.append(func)
                 try:
                     entry, exit_ = self.expand(callee_scope, callee_aliases, depth + 1, current.loop, framework)
@@ -156,6 +220,8 @@ class EventGraph:
                 after.loop = current.loop
                 self.link(exit_, after.id)
                 current = after
+        if node.kind in (IF, WHILE):
+            current.test = stmt.test  # the node whose edges are the branches
         return current.id
 
     def resolve(self, expr: cst.BaseExpression, aliases) -> str | None:
@@ -170,7 +236,7 @@ class EventGraph:
             return aliases[root] + ("." + rest if rest else "")
         return path
 
-    def _items(self, expr, node, cfg, scope: Scope, aliases, framework):
+    def _items(self, expr, fors: tuple, loop_fors: tuple, scope: Scope, aliases, framework):
         """Events and helper calls of one expression, in evaluation order."""
         program = self.program
         kinds = lambda e: program.kinds(scope, dotted(e))  # noqa: E731
@@ -181,10 +247,10 @@ class EventGraph:
                 return None
             return program.imports.qualify(e)
 
-        for sub in _calls_and_grad_writes(expr):
-            if not isinstance(sub, cst.Call):
-                owner = self._grad_owner(sub, cfg, node, scope, aliases)
-                yield Event("Z", sub, owner, scope, None, framework=framework)
+        for sub in _calls_and_grad_writes(expr, fors):
+            if isinstance(sub, _GradWrite):
+                owner = self._grad_owner(sub, loop_fors + sub.fors, aliases)
+                yield Event("Z", sub.node, owner, scope, None, framework=framework)
                 continue
             event = ev.recognise(sub, kinds, lambda e: False, qualify)
             if isinstance(event, ev.BackwardCall):
@@ -211,19 +277,33 @@ class EventGraph:
             if helper is not None:
                 yield helper + (sub,)
                 continue
-            if isinstance(func, cst.Attribute) and func.attr.value == "grad" and qualify(func):
-                continue
-            if qualify(func) and (qualify(func) or "").startswith("torch."):
+            if not self._may_clear_arguments(func, scope, qualify):
                 continue
             for arg in sub.args:
-                arg_kinds = kinds(arg.value)
-                if arg_kinds & {OPTIMIZER, MODULE}:
+                if kinds(arg.value) & {OPTIMIZER, MODULE, FORWARD}:
                     yield Event("U", sub, self.resolve(arg.value, aliases), scope, dotted(arg.value), framework=framework)
+
+    def _may_clear_arguments(self, func, scope: Scope, qualify) -> bool:
+        """Whether an unknown call could clear the gradients of the optimizer or model it receives."""
+        if isinstance(func, cst.Name) and func.value in CUTTING_BUILTINS | PASSING_BUILTINS:
+            return False
+        qualified = qualify(func) or ""
+        if qualified.startswith("torch."):
+            return False
+        if isinstance(func, cst.Attribute):
+            if func.attr.value == "grad" and qualified:
+                return False
+            if self.program.kinds(scope, dotted(func.value)) & _NOT_CLEARING_OWNERS:
+                return False
+        return True
 
     def _helper(self, func, scope: Scope, aliases):
         program = self.program
         if isinstance(func, cst.Name):
-            if func.value in program.functions and func.value not in scope.locals:
+            nested = self._scopes_by_key.get(f"{scope.key}.{func.value}")
+            if nested is not None and scope.key != "<module>":
+                return nested.node, None, None
+            if func.value in program.functions and (scope.key == "<module>" or func.value not in scope.locals):
                 return program.functions[func.value], None, None
             cls = program.class_of_instance(program.kinds(scope, func.value))
             if cls is not None:
@@ -252,59 +332,107 @@ class EventGraph:
         if found is None:
             return False
         for sub in _calls_and_grad_writes(found[1].body):
-            if not isinstance(sub, cst.Call) or (
+            if isinstance(sub, _GradWrite) or (
                 isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("zero_grad", "zero_")
             ):
                 return True
         return False
 
-    def _grad_owner(self, write, cfg: CFG, node, scope: Scope, aliases) -> str | None:
+    def _grad_owner(self, write: _GradWrite, fors: tuple, aliases) -> str | None:
         """The model (or optimizer) whose parameters a `p.grad = None` loop clears."""
-        name = write
-        for header in reversed(node.loops):
-            loop_stmt = cfg.nodes[header].stmt
-            if isinstance(loop_stmt, cst.For) and isinstance(loop_stmt.target, cst.Name) and loop_stmt.target.value == name:
-                iterable = loop_stmt.iter
-                if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value in ("parameters", "named_parameters"):
-                    return self.resolve(iterable.func.value, aliases)
-                if isinstance(iterable, cst.Subscript):
-                    iterable = iterable.value
-                    if isinstance(iterable, cst.Name):
-                        # `for p in group['params']` inside `for group in opt.param_groups`
-                        for outer in node.loops:
-                            stmt = cfg.nodes[outer].stmt
-                            if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Attribute) and stmt.iter.attr.value == "param_groups":
-                                return self.resolve(stmt.iter.value, aliases)
-                return self.resolve(iterable, aliases) if dotted(iterable) else None
+        for index in range(len(fors) - 1, -1, -1):
+            loop_stmt = fors[index]
+            if write.name not in _bound_names(loop_stmt.target):
+                continue
+            iterable = loop_stmt.iter
+            if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value in ("parameters", "named_parameters"):
+                return self.resolve(iterable.func.value, aliases)
+            if isinstance(iterable, cst.Subscript) and isinstance(iterable.value, cst.Name):
+                # `for p in group['params']` inside `for group in opt.param_groups`
+                group = iterable.value.value
+                for outer in fors[:index]:
+                    if group in _bound_names(outer.target) and isinstance(outer.iter, cst.Attribute) and outer.iter.attr.value == "param_groups":
+                        return self.resolve(outer.iter.value, aliases)
+                return None
+            return self.resolve(iterable, aliases)
         return None
 
 
-def _calls_and_grad_writes(root: cst.CSTNode):
-    """Calls in evaluation order (arguments first), plus `p.grad = None`-style clears as names."""
+def _bound_names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: set[str] = set()
+        for element in target.elements:
+            names |= _bound_names(element.value)
+        return names
+    return set()
+
+
+def _counter_binding(stmt: cst.For) -> tuple:
+    """(counter name, start) for `for i in range(a, ...)` / `for i, x in enumerate(xs, a)`."""
+    iterable = stmt.iter
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name)):
+        return ()
+    args = positional(iterable)
+    target = stmt.target
+    if iterable.func.value == "enumerate" and isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+        name = target.elements[0].value
+        start_expr = args[1] if len(args) > 1 else None
+        for arg in iterable.args:
+            if arg.keyword is not None and arg.keyword.value == "start":
+                start_expr = arg.value
+    elif iterable.func.value == "range" and isinstance(target, cst.Name):
+        name = target
+        start_expr = args[0] if len(args) > 1 else None
+    else:
+        return ()
+    if not isinstance(name, cst.Name):
+        return ()
+    if start_expr is None:
+        return (name.value, 0)
+    if isinstance(start_expr, cst.Integer):
+        return (name.value, int(start_expr.value))
+    return ()  # an unknown start: the residue is not known
+
+
+def _calls_and_grad_writes(root, fors: tuple = ()):
+    """Calls in evaluation order (arguments first), plus `p.grad = None`-style clears."""
     out: list = []
 
-    def visit(node: cst.CSTNode) -> None:
+    def visit(node: cst.CSTNode, fors: tuple) -> None:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return
+        if isinstance(node, cst.For):
+            visit(node.iter, fors)
+            inner = fors + (node,)
+            visit(node.body, inner)
+            if node.orelse is not None:
+                visit(node.orelse, fors)
+            return
         if isinstance(node, cst.Assign):
-            visit(node.value)
+            visit(node.value, fors)
             for target in node.targets:
                 name = _grad_of(target.target)
                 if name:
-                    out.append(name)
+                    out.append(_GradWrite(target.target, name, fors))
             return
         for child in node.children:
-            visit(child)
+            visit(child, fors)
         if isinstance(node, cst.Call):
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("zero_", "detach_") and node is not None:
+            if isinstance(func, cst.Attribute) and func.attr.value == "zero_":
                 name = _grad_of(func.value)
-                if name and func.attr.value == "zero_":
-                    out.append(name)
+                if name:
+                    out.append(_GradWrite(node, name, fors))
                     return
             out.append(node)
 
-    visit(root)
+    if isinstance(root, (list, tuple)):
+        for item in root:
+            visit(item, fors)
+    else:
+        visit(root, fors)
     return out
 
 
@@ -320,19 +448,18 @@ def _grad_of(expr: cst.BaseExpression) -> str | None:
 # ----- periodic guards -----
 @dataclass(frozen=True)
 class Periodic:
+    """`(counter + offset) % modulus == 0` (equal) or `!= 0` (not equal)."""
+
     key: tuple[str, str]  # (counter, modulus) as source text
     offset: int
-    equal: bool  # `== 0` (True) or `!= 0`
+    equal: bool
 
 
 def periodic(test: cst.BaseExpression, code) -> Periodic | None:
-    negate = False
+    """The periodic atom a test is, if it is one."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        test, negate = test.expression, True
-        inner = _modulo(test, code)
-        if inner is None:
-            return None
-        return Periodic(inner[0], inner[1], True)
+        inner = _modulo(test.expression, code)
+        return Periodic(inner[0], inner[1], True) if inner else None
     if isinstance(test, cst.BinaryOperation):
         inner = _modulo(test, code)
         return Periodic(inner[0], inner[1], False) if inner else None
@@ -341,12 +468,12 @@ def periodic(test: cst.BaseExpression, code) -> Periodic | None:
         inner = _modulo(test.left, code)
         if inner is None:
             return None
-        right = comparison.comparator
         operator = comparison.operator
         equal = isinstance(operator, cst.Equal)
         if not (equal or isinstance(operator, cst.NotEqual)):
             return None
         key, offset = inner
+        right = comparison.comparator
         if isinstance(right, cst.Integer) and right.value == "0":
             return Periodic(key, offset, equal)
         if isinstance(right, cst.BinaryOperation) and isinstance(right.operator, cst.Subtract) and code(right.left) == key[1] and isinstance(right.right, cst.Integer):
@@ -355,8 +482,6 @@ def periodic(test: cst.BaseExpression, code) -> Periodic | None:
 
 
 def _modulo(expr, code):
-    while isinstance(expr, cst.BinaryOperation) is False and hasattr(expr, "lpar") and False:
-        break
     if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)):
         return None
     counter = expr.left
@@ -370,6 +495,18 @@ def _modulo(expr, code):
     return (name, code(expr.right)), offset
 
 
+def atoms(test: cst.BaseExpression, code) -> list[Periodic]:
+    """The periodic atoms of a test built with `and` / `or` / `not`."""
+    if isinstance(test, cst.BooleanOperation):
+        return atoms(test.left, code) + atoms(test.right, code)
+    found = periodic(test, code)
+    if found is not None:
+        return [found]
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return atoms(test.expression, code)
+    return []
+
+
 class OrderAnalysis:
     """Solve the B/Z/S order per optimizer on one event graph and collect violations."""
 
@@ -377,141 +514,219 @@ class OrderAnalysis:
         self.graph = graph
         self.entry = entry
         self.code = code
+        self.violations: list[Violation] = []
+        incremented = {node.increments for node in graph.nodes if node.increments}
+        # Counters whose residue is known: bound by a `for` around the guard, or `+= 1`ed.
         self.keys: list[tuple[str, str]] = []
-        self.guards: dict[int, Periodic] = {}
+        self.counter_loop: dict[tuple, int] = {}
+        self.start: dict[tuple, int] = {}
+        self.guards: dict[int, cst.BaseExpression] = {}
         for node in graph.nodes:
-            if node.test is not None:
-                guard = periodic(node.test, code)
-                if guard is not None:
-                    if guard.key not in self.keys and len(self.keys) < len(_PERIODS):
-                        self.keys.append(guard.key)
-                    if guard.key in self.keys:
-                        self.guards[node.id] = guard
-        self.counter_loop: dict[tuple, int | None] = {}
-        for node_id, guard in self.guards.items():
-            self.counter_loop.setdefault(guard.key, graph.nodes[node_id].loop)
+            if node.test is None:
+                continue
+            usable = False
+            for atom in atoms(node.test, code):
+                key = atom.key
+                if key in self.keys:
+                    usable = True
+                    continue
+                if len(self.keys) >= len(_PERIODS):
+                    continue
+                header = self._binding_loop(node, key[0])
+                if header is None and key[0] not in incremented:
+                    continue
+                self.keys.append(key)
+                usable = True
+                if header is not None and key[0] not in incremented:
+                    self.counter_loop[key] = header
+                    self.start[key] = graph.nodes[header].binds[1]
+            if usable:
+                self.guards[node.id] = node.test
         self.incrementers = {
             node.id: [k for k in self.keys if k[0] == node.increments]
             for node in graph.nodes if node.increments
         }
-        self.violations: list[Violation] = []
+        self._owners: dict[int, set[str]] = {}
+
+    def _binding_loop(self, node: ENode, name: str) -> int | None:
+        header = node.loop
+        seen = set()
+        while header is not None and header not in seen:
+            seen.add(header)
+            loop = self.graph.nodes[header]
+            if loop.binds and loop.binds[0] == name:
+                return header
+            header = loop.parent_loop
+        return None
 
     def optimizers(self) -> set[str]:
-        found = set()
-        for node in self.graph.nodes:
-            for event in node.events:
-                if event.kind in ("S", "SC") and event.target:
-                    if not event.framework:
-                        found.add(event.target)
-        return found
+        return {
+            event.target for node in self.graph.nodes for event in node.events
+            if event.kind in ("S", "SC") and event.target and not event.framework
+        }
 
     def run(self) -> list[Violation]:
         for optimizer in sorted(self.optimizers()):
             self._solve(optimizer)
         return self.violations
 
-    # ----- per optimizer -----
-    def _owned_backwards(self, optimizer: str) -> set[int]:
-        """Backward event ids whose first following step is this optimizer's."""
-        owned = set()
-        for node in self.graph.nodes:
-            for index, event in enumerate(node.events):
-                if event.kind == "B" and optimizer in self._first_steps(node, index):
-                    owned.add(id(event.call))
-        return owned
-
-    def _first_steps(self, node: ENode, index: int) -> set[str]:
+    # ----- which optimizer a backward feeds -----
+    def owners(self, node: ENode, index: int) -> set[str]:
+        """The optimizers a backward belongs to: every optimizer in the first run of steps
+        after it (steps with no backward or zero_grad between them). zero_grads between the
+        backward and that run do not end it: they are what (a) is about."""
+        key = id(node.events[index].call) * 1000 + node.id
+        if key in self._owners:
+            return self._owners[key]
         found: set[str] = set()
-        for event in node.events[index + 1:]:
-            if event.kind in ("S", "SC"):
-                return {event.target or "?"}
-        seen = {node.id}
-        todo = [succ for succ, _ in node.succ]
+        seen: set[tuple[int, bool]] = set()
+        todo = [(node.id, index + 1, False)]
         while todo:
-            current = todo.pop()
-            if current in seen:
+            node_id, start, stepped = todo.pop()
+            current = self.graph.nodes[node_id]
+            alive = True
+            for event in current.events[start:]:
+                if event.kind in ("S", "SC"):
+                    found.add(event.target or "?")
+                    stepped = True
+                elif stepped and event.kind in ("B", "Z", "U"):
+                    alive = False
+                    break
+            if not alive:
                 continue
-            seen.add(current)
-            step = next((e for e in self.graph.nodes[current].events if e.kind in ("S", "SC")), None)
-            if step is not None:
-                found.add(step.target or "?")
-                continue
-            todo.extend(succ for succ, _ in self.graph.nodes[current].succ)
+            for succ, _ in current.succ:
+                if (succ, stepped) not in seen:
+                    seen.add((succ, stepped))
+                    todo.append((succ, 0, stepped))
+        self._owners[key] = found
         return found
 
-    def _clears(self, event: Event, optimizer: str, certain: bool) -> bool:
-        if event.target is None:
-            return not certain
-        if event.target == optimizer:
-            return True
-        models = self._models(optimizer, event)
-        if not models:
-            return not certain and bool(event.scope and MODULE in self.graph.program.kinds(event.scope, event.local))
-        for model in models:
-            if event.target == model or model.startswith(event.target + "."):
-                return True
-            if event.target.startswith(model + ".") and not certain:
-                return True
-        return False
+    def _owned_backwards(self, optimizer: str) -> set[int]:
+        return {
+            id(event.call)
+            for node in self.graph.nodes for index, event in enumerate(node.events)
+            if event.kind == "B" and optimizer in self.owners(node, index)
+        }
 
-    def _models(self, optimizer: str, event: Event) -> set[str]:
+    # ----- does a zero_grad clear this optimizer's gradients? -----
+    def relation(self, event: Event, optimizer: str) -> str:
+        target = event.target
+        if target is None:
+            return MAYBE
+        unknown_call = event.kind == "U"
+        if target == optimizer:
+            return MAYBE if unknown_call else YES
+        models = self._models(optimizer)
+        for model in models:
+            if target == model or model.startswith(target + "."):
+                return MAYBE if unknown_call else YES
+            if target.startswith(model + "."):
+                return MAYBE  # a submodule: part of the gradients
+        kinds = self.graph.program.kinds(event.scope, event.local) if event.scope else set()
+        if OPTIMIZER in kinds:
+            return NO  # another optimizer
+        if models and MODULE in kinds:
+            return NO  # another model
+        return MAYBE
+
+    def _models(self, optimizer: str) -> set[str]:
         return {
             model for node in self.graph.nodes for step in node.events
             if step.kind == "S" and step.target == optimizer for model in step.models
         }
 
+    # ----- the dataflow -----
     def _solve(self, optimizer: str) -> None:
-        owned = self._owned_backwards(optimizer)
         if any(e.framework for n in self.graph.nodes for e in n.events if e.target == optimizer):
             return
-        residues = list(product(*[range(_PERIODS[i]) for i in range(len(self.keys))])) or [()]
-        start = tuple(0 for _ in self.keys)
-        # state: (must_fresh or None for TOP, may_fresh, may_applied)
-        states: dict[tuple[int, tuple], tuple] = {(self.entry, start): (frozenset(), frozenset(), frozenset())}
-        work = [(self.entry, start)]
-        budget = 50_000
-        final = False
-        while True:
-            while work and budget:
-                budget -= 1
-                key = work.pop()
-                node_id, residue = key
-                out = self._transfer(self.graph.nodes[node_id], states[key], optimizer, owned, record=False)
-                if out is None:
-                    continue
-                for succ, label, succ_residue in self._successors(node_id, residue):
-                    skey = (succ, succ_residue)
-                    value = out
-                    if label == BACK:
-                        pass
-                    merged = self._join(states.get(skey), value, self.graph.nodes[succ].header and label != BACK)
-                    if merged != states.get(skey):
-                        states[skey] = merged
-                        work.append(skey)
-            if final or not budget:
-                break
-            final = True
-        if not budget:
-            return
-        for (node_id, residue), state in states.items():
-            self._transfer(self.graph.nodes[node_id], state, optimizer, owned, record=True)
+        owned = self._owned_backwards(optimizer)
+        skips = self._skip_edges(optimizer)
+        start = tuple(self.start.get(key, 0) for key in self.keys)
+        empty = frozenset()
+        # state: (must or None for "not decided yet", deferred, fresh, applied)
+        initial = (empty, empty, empty, empty)
+        exit_steps = self._exit_steps(optimizer, owned)
+        # key: (node, counter residues, tainted, in a loop entered but not yet iterated)
+        states: dict[tuple, tuple] = {(self.entry, start, False, False): initial}
+        work = [(self.entry, start, False, False)]
+        budget = _BUDGET
+        while work:
+            budget -= 1
+            if budget <= 0:
+                return  # too many paths: stay silent rather than guess
+            key = work.pop()
+            node_id, residue, tainted, unentered = key
+            node = self.graph.nodes[node_id]
+            out = self._transfer(node, states[key], optimizer, owned, None)
+            for succ, label, succ_residue, taint in self._successors(node_id, residue):
+                value = out
+                # Gradients held back from a step the other branch (or the code after
+                # the loop) takes: accumulation, which a zero_grad must not wipe.
+                if ((node_id, label) in skips or (label == BACK and succ in exit_steps)) and value[0] is not None:
+                    value = (value[0], value[0], value[2], value[3])
+                entering = self.graph.nodes[succ].header and label != BACK
+                succ_unentered = unentered
+                if node.loop_test and label is True:
+                    succ_unentered = False
+                elif node.loop_test and label is False and unentered:
+                    taint = True  # a loop that ran zero times: possible, never certain
+                if entering:
+                    succ_unentered = True
+                skey = (succ, succ_residue, tainted or taint, succ_unentered)
+                merged = _join(states.get(skey), value, entering)
+                if merged != states.get(skey):
+                    states[skey] = merged
+                    work.append(skey)
+        # (a) must hold on every path, tainted or not; (b) only on untainted ones.
+        by_point: dict[tuple[int, tuple], tuple] = {}
+        for (node_id, residue, tainted, _), state in states.items():
+            by_point[(node_id, residue)] = _join(by_point.get((node_id, residue)), state, False)
+            if not tainted:
+                self._transfer(self.graph.nodes[node_id], state, optimizer, owned, "b")
+        for (node_id, residue), state in by_point.items():
+            self._transfer(self.graph.nodes[node_id], state, optimizer, owned, "a", residue)
 
     def _successors(self, node_id: int, residue: tuple):
         node = self.graph.nodes[node_id]
         residue = self._increment(node_id, residue)
-        guard = self.guards.get(node_id)
+        test = self.guards.get(node_id)
+        value = taint_true = None
+        if test is not None:
+            value = self._evaluate(test, residue, unknown=None)
+            # `periodic or other`: taking the branch only `other` allows is not certain.
+            taint_true = value is None and isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or) and self._evaluate(test, residue, unknown=False) is False
         for succ, label in node.succ:
-            if guard is not None and label in (True, False):
-                index = self.keys.index(guard.key)
-                value = (residue[index] + guard.offset) % _PERIODS[index] == 0
-                if not guard.equal:
-                    value = not value
-                if value != label:
+            taint = False
+            branch = node.back_branch if label == BACK else label
+            if test is not None and branch in (True, False):
+                if value is not None and value != branch:
                     continue
+                taint = bool(taint_true and branch is True)
             next_residue = residue
-            if label == BACK:
-                next_residue = self._advance_on_back_edge(succ, residue)
-            yield succ, label, next_residue
+            if self.graph.nodes[succ].header:
+                next_residue = self._enter_loop(succ, residue, label == BACK)
+            yield succ, label, next_residue, taint
+
+    def _evaluate(self, test, residue: tuple, unknown):
+        if isinstance(test, cst.BooleanOperation):
+            left = self._evaluate(test.left, residue, unknown)
+            right = self._evaluate(test.right, residue, unknown)
+            if isinstance(test.operator, cst.Or):
+                if left is True or right is True:
+                    return True
+                return False if left is False and right is False else None
+            if left is False or right is False:
+                return False
+            return True if left is True and right is True else None
+        atom = periodic(test, self.code)
+        if atom is not None and atom.key in self.keys:
+            index = self.keys.index(atom.key)
+            hit = (residue[index] + atom.offset) % _PERIODS[index] == 0
+            return hit if atom.equal else not hit
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._evaluate(test.expression, residue, unknown)
+            return None if inner is None else not inner
+        return unknown
 
     def _increment(self, node_id: int, residue: tuple) -> tuple:
         keys = self.incrementers.get(node_id)
@@ -523,59 +738,165 @@ class OrderAnalysis:
             values[index] = (values[index] + 1) % _PERIODS[index]
         return tuple(values)
 
-    def _advance_on_back_edge(self, header: int, residue: tuple) -> tuple:
+    def _enter_loop(self, header: int, residue: tuple, back: bool) -> tuple:
+        """A loop-bound counter restarts when its loop is entered and advances on the back edge."""
         values = list(residue)
         for index, key in enumerate(self.keys):
-            explicit = any(key in keys for keys in self.incrementers.values())
-            if not explicit and self.counter_loop.get(key) == header:
-                values[index] = (values[index] + 1) % _PERIODS[index]
+            if self.counter_loop.get(key) == header:
+                if back:
+                    values[index] = (values[index] + 1) % _PERIODS[index]
+                else:
+                    values[index] = self.start[key] % _PERIODS[index]
         return tuple(values)
 
-    @staticmethod
-    def _join(old, new, entry_into_header: bool):
-        must, may_fresh, may_applied = new
-        if entry_into_header:
-            must = None  # the first iteration does not decide "on every path"
-        if old is None:
-            return (must, may_fresh, may_applied)
-        old_must, old_fresh, old_applied = old
-        if old_must is None:
-            joined = must
-        elif must is None:
-            joined = old_must
-        else:
-            joined = old_must & must
-        return (joined, old_fresh | may_fresh, old_applied | may_applied)
+    def _skip_edges(self, optimizer: str) -> set[tuple[int, object]]:
+        """Branches of periodic guards that skip a step the other branch takes."""
+        edges = set()
+        for node_id in self.guards:
+            node = self.graph.nodes[node_id]
+            branches = {}
+            for succ, label in node.succ:
+                branch = node.back_branch if label == BACK else label
+                if branch in (True, False):
+                    branches[branch] = (succ, label)
+            if len(branches) != 2:
+                continue
+            reach = {
+                branch: label != BACK and self._reaches_step(succ, node_id, optimizer)
+                for branch, (succ, label) in branches.items()
+            }
+            for branch in (True, False):
+                if not reach[branch] and reach[not branch]:
+                    edges.add((node_id, branches[branch][1]))
+        return edges
 
-    def _transfer(self, node: ENode, state, optimizer: str, owned: set[int], record: bool):
-        must, fresh, applied = state
-        for event in node.events:
+    def _exit_steps(self, optimizer: str, owned: set[int]) -> set[int]:
+        """Loop headers after whose loop a step of the optimizer follows before a new backward."""
+        found = set()
+        for node in self.graph.nodes:
+            if not node.header:
+                continue
+            test = next((n for n in self.graph.nodes if n.loop_test and n.loop == node.id and any(l is False for _, l in n.succ)), None)
+            if test is None:
+                continue
+            exits = [succ for succ, label in test.succ if label is False]
+            if self._step_before_backward(exits, optimizer, owned):
+                found.add(node.id)
+        return found
+
+    def _step_before_backward(self, starts: list[int], optimizer: str, owned: set[int]) -> bool:
+        seen: set[int] = set()
+        todo = list(starts)
+        while todo:
+            node_id = todo.pop()
+            if node_id in seen:
+                continue
+            seen.add(node_id)
+            node = self.graph.nodes[node_id]
+            alive = True
+            for event in node.events:
+                if event.kind == "S" and event.target == optimizer:
+                    return True
+                if (event.kind == "B" and id(event.call) in owned) or (event.kind == "SC" and event.target == optimizer):
+                    alive = False
+                    break
+            if alive:
+                todo.extend(succ for succ, _ in node.succ)
+        return False
+
+    def _reaches_step(self, start: int, guard: int, optimizer: str) -> bool:
+        """A step of the optimizer reachable without going around a loop or through the guard."""
+        seen = {guard}
+        todo = [start]
+        while todo:
+            node_id = todo.pop()
+            if node_id in seen:
+                continue
+            seen.add(node_id)
+            node = self.graph.nodes[node_id]
+            if any(e.kind in ("S", "SC") and e.target == optimizer for e in node.events):
+                return True
+            todo.extend(succ for succ, label in node.succ if label != BACK)
+        return False
+
+    def _step_follows(self, node: ENode, index: int, residue: tuple, optimizer: str, owned: set[int]) -> bool:
+        """A step of the optimizer may run after this event before any new backward of it."""
+        seen: set[tuple[int, tuple]] = set()
+        todo = [(node.id, index + 1, residue)]
+        budget = _BUDGET
+        while todo and budget:
+            budget -= 1
+            node_id, start, current_residue = todo.pop()
+            current = self.graph.nodes[node_id]
+            alive = True
+            for event in current.events[start:]:
+                if event.kind == "B" and id(event.call) in owned:
+                    alive = False
+                    break
+                if event.kind == "SC" and event.target == optimizer:
+                    alive = False
+                    break
+                if event.kind == "S" and event.target == optimizer:
+                    return True
+            if not alive:
+                continue
+            for succ, _, succ_residue, _ in self._successors(node_id, current_residue):
+                if (succ, succ_residue) not in seen:
+                    seen.add((succ, succ_residue))
+                    todo.append((succ, 0, succ_residue))
+        return False
+
+    def _transfer(self, node: ENode, state, optimizer: str, owned: set[int], record, residue=None):
+        must, deferred, fresh, applied = state
+        empty = frozenset()
+        for index, event in enumerate(node.events):
             kind = event.kind
             if kind == "B" and id(event.call) in owned:
-                must = (must or frozenset()) | {event.call} if must is not None else None
+                if must is not None:
+                    must = must | {event.call}
                 fresh = fresh | {event.call}
-            elif kind == "SC" and event.target == optimizer:
-                must, fresh, applied = frozenset(), frozenset(), frozenset()
-            elif kind == "S" and event.target == optimizer:
-                if record:
+            elif kind in ("S", "SC") and event.target == optimizer:
+                if record == "b" and kind == "S":
                     for backward, first_step in applied:
                         self.violations.append(Violation("b", backward, optimizer, backward, event.call, first_step))
-                if event.clears:
-                    must, fresh, applied = frozenset(), frozenset(), frozenset()
+                if kind == "SC" or event.clears:
+                    applied = empty
                 else:
-                    applied = frozenset((b, first) for b, first in applied) | frozenset((b, event.call) for b in fresh)
-                    must, fresh = frozenset(), frozenset()
-            elif kind == "Z":
-                if self._clears(event, optimizer, certain=True):
-                    if record and must:
-                        for backward in must:
-                            self.violations.append(Violation("a", event.call, optimizer, backward, None))
-                    must, fresh, applied = frozenset(), frozenset(), frozenset()
-                elif self._clears(event, optimizer, certain=False):
-                    must, fresh, applied = frozenset(), frozenset(), frozenset()
-            elif kind == "U" and (event.target == optimizer or self._clears(event, optimizer, certain=False)):
-                must, fresh, applied = frozenset(), frozenset(), frozenset()
-        return (must, fresh, applied)
+                    applied = applied | frozenset((b, event.call) for b in fresh)
+                must, deferred, fresh = empty, empty, empty
+            elif kind in ("Z", "U"):
+                relation = self.relation(event, optimizer)
+                if relation == NO:
+                    continue
+                if record == "a" and relation == YES and kind == "Z" and must:
+                    starved = None
+                    for backward in sorted(must, key=id):
+                        if backward not in deferred:
+                            if starved is None:
+                                starved = self._step_follows(node, index, residue, optimizer, owned)
+                            if not starved:
+                                continue
+                        self.violations.append(Violation("a", event.call, optimizer, backward, None))
+                must, deferred, fresh, applied = empty, empty, empty, empty
+        return (must, deferred, fresh, applied)
+
+
+def _join(old, new, entering_loop: bool):
+    must, deferred, fresh, applied = new
+    if entering_loop:
+        # The first iteration does not decide "on every path": the loop's steady state,
+        # reached over its back edge, does (`Z; S; B` clears the previous iteration's B).
+        must, deferred = None, frozenset()
+    if old is None:
+        return (must, deferred, fresh, applied)
+    old_must, old_deferred, old_fresh, old_applied = old
+    if old_must is None:
+        joined, joined_deferred = must, deferred
+    elif must is None:
+        joined, joined_deferred = old_must, old_deferred
+    else:
+        joined, joined_deferred = old_must & must, old_deferred & deferred
+    return (joined, joined_deferred, old_fresh | fresh, old_applied | applied)
 
 
 def analyse_order(program: Program, code) -> list[Violation]:
