@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from graphlint.model.walk import children
+
 from graphlint.model import events as ev
 from graphlint.model.names import (
     CUTTING_BUILTINS,
@@ -181,7 +183,7 @@ class _CallEvaluator:
             if path is not None:
                 paths.add(path)
                 continue
-            stack.extend(child for child in node.children if isinstance(child, cst.BaseExpression))
+            stack.extend(child for child in children(node) if isinstance(child, cst.BaseExpression))
         sites = self.interp.sites
         roots = {o[0] for o in value if o[0] >= 0 and sites[o[0]].targets & paths}
         if isinstance(target, cst.Call) or not paths:

@@ -9,6 +9,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.program import Program
+from graphlint.model.walk import analysing
 from graphlint.model.provenance import AnalysisBudgetExceeded, Facts, Interpreter, Site
 
 
@@ -76,6 +77,11 @@ class ModuleModel:
 
 
 def build_model(module: libcst.Module, source: str, budget: int = 200_000) -> ModuleModel:
+    with analysing():
+        return _build_model(module, source, budget)
+
+
+def _build_model(module: libcst.Module, source: str, budget: int) -> ModuleModel:
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     program = Program(wrapper.module)

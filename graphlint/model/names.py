@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from graphlint.model.walk import children
+
 # Builtins whose result carries no graph whatever the arguments.
 CUTTING_BUILTINS = frozenset({
     "float", "int", "bool", "str", "repr", "len", "isinstance", "issubclass", "hasattr",
@@ -113,7 +115,7 @@ def _walk_imports(module: cst.Module):
             continue
         if isinstance(node, (cst.BaseExpression,)):
             continue
-        stack.extend(node.children)
+        stack.extend(children(node))
 
 
 def dotted(expr: cst.CSTNode | None) -> str | None:

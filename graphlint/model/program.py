@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from graphlint.model.walk import children, dispatch
 from graphlint.model.names import (
     Imports,
     dotted,
@@ -30,10 +31,6 @@ SCALER = "scaler"
 ACCELERATOR = "accelerator"
 PARAM_GROUP = "param_group"
 INSTANCE = "instance:"  # + class name
-# A name called like a model (`model(x)`, `self.net(x)`) that is not a function,
-# class or import: a model, a loss module or a callback, for what an unknown call
-# receiving it may do to gradients (GL003).
-FORWARD = "forward"
 
 
 @dataclass
@@ -68,6 +65,7 @@ class Program:
         self.scopes: dict[cst.CSTNode, Scope] = {}
         self._kinds: dict[tuple[str, str], set[str]] = {}
         self._optimizer_models: dict[tuple[str, str], set[str]] = {}
+        self._first_assignments: dict[str, dict[str, cst.BaseExpression]] = {}
         self._collect(module)
         self._resolve_class_kinds()
         for scope in list(self.scopes.values()):
@@ -149,6 +147,13 @@ class Program:
             todo.extend(self.classes[b] for b in current.bases if b in self.classes)
         return None
 
+    def first_assignment(self, scope: Scope, name: str) -> cst.BaseExpression | None:
+        """The value of the first plain ``name = value`` in a scope (for optimizer params lists)."""
+        table = self._first_assignments.get(scope.key)
+        if table is None:
+            table = self._first_assignments[scope.key] = _first_assignments(scope.body)
+        return table.get(name)
+
     def scope_of(self, func: cst.CSTNode) -> Scope:
         return self.scopes[func]
 
@@ -222,7 +227,7 @@ def _body_statements(func: cst.FunctionDef):
 
 
 def _sub_blocks(stmt: cst.CSTNode):
-    for child in stmt.children:
+    for child in children(stmt):
         if isinstance(child, (cst.IndentedBlock,)):
             yield child.body
         elif isinstance(child, (cst.Else, cst.Finally, cst.ExceptHandler, cst.If)):
@@ -233,7 +238,7 @@ def _sub_blocks(stmt: cst.CSTNode):
                 yield child.body.body
 
 
-class _NameCollector(cst.CSTVisitor):
+class _NameCollector:
     def __init__(self) -> None:
         self.names: set[str] = set()
         self.globals: set[str] = set()
@@ -290,12 +295,11 @@ class _NameCollector(cst.CSTVisitor):
 
 def _assigned_names(body) -> set[str]:
     collector = _NameCollector()
-    for stmt in body:
-        stmt.visit(collector)
+    dispatch(collector, body)
     return collector.names - collector.globals
 
 
-class _KindCollector(cst.CSTVisitor):
+class _KindCollector:
     """Flow-insensitive object kinds of the names of one scope."""
 
     def __init__(self, program: Program, scope: Scope) -> None:
@@ -314,8 +318,7 @@ class _KindCollector(cst.CSTVisitor):
                     self._add(param.name.value, OPTIMIZER)
                 elif note.endswith(("Module", "LightningModule")):
                     self._add(param.name.value, MODULE)
-        for stmt in self.scope.body:
-            stmt.visit(self)
+        dispatch(self, self.scope.body)
         for path in self.steps & self.zero_grads:
             if MODULE not in self.program.kinds(self.scope, path):
                 self._add(path, OPTIMIZER)
@@ -451,15 +454,14 @@ class _KindCollector(cst.CSTVisitor):
                 continue
             if isinstance(node, cst.Name) and node.value not in seen_names:
                 seen_names.add(node.value)
-                definition = _find_assignment(self.scope.body, node.value)
+                definition = self.program.first_assignment(self.scope, node.value)
                 if definition is not None:
                     stack.append(definition)
-            stack.extend(node.children)
+            stack.extend(children(node))
         return models
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        self._called_object(func, node)
         if not isinstance(func, cst.Attribute):
             qualified = self.program.imports.qualify(func) or ""
             if qualified and is_scheduler_class(qualified) and node.args:
@@ -497,22 +499,6 @@ class _KindCollector(cst.CSTVisitor):
             if arg:
                 self._add(arg, OPTIMIZER)
 
-    def _called_object(self, func: cst.BaseExpression, call: cst.Call) -> None:
-        if not call.args:
-            return
-        program = self.program
-        if isinstance(func, cst.Name):
-            name = func.value
-            if name in program.functions or name in program.classes or program.imports.is_imported(name):
-                return
-            if name in _BUILTIN_CALLABLES:
-                return
-            self._add(name, FORWARD)
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-            cls = self.scope.cls
-            if cls is not None and program.method(cls, func.attr.value) is None:
-                self._add(f"self.{func.attr.value}", FORWARD)
-
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "param_groups":
             owner = dotted(node.value)
@@ -520,26 +506,21 @@ class _KindCollector(cst.CSTVisitor):
                 self._add(owner, OPTIMIZER)
 
 
-_BUILTIN_CALLABLES = frozenset(dir(__import__("builtins")))
 _OPTIMIZER_NAMES = frozenset({"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS"})
 
 
-def _find_assignment(body, name: str) -> cst.BaseExpression | None:
-    """The value of the first plain ``name = value`` in a body (for optimizer params lists)."""
+def _first_assignments(body) -> dict[str, cst.BaseExpression]:
+    """Each name's first plain ``name = value`` in a body, nested functions excluded."""
+    found: dict[str, cst.BaseExpression] = {}
 
-    class Finder(cst.CSTVisitor):
-        found: cst.BaseExpression | None = None
-
+    class Finder:
         def visit_Assign(self, node: cst.Assign) -> None:
-            if self.found is None and any(
-                isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
-            ):
-                self.found = node.value
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    found.setdefault(target.target.value, node.value)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return False
 
-    finder = Finder()
-    for stmt in body:
-        stmt.visit(finder)
-    return finder.found
+    dispatch(Finder(), body)
+    return found

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from graphlint.model.walk import children
+
 from graphlint.model import events as ev
 from graphlint.model.cfg import CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STMT, WHILE, WITH, build_cfg
 from graphlint.model.names import (
@@ -437,7 +439,7 @@ class _StmtContext:
         elif isinstance(stmt, cst.Del):
             self._delete(stmt.target)
         elif isinstance(stmt, (cst.Raise, cst.Assert)):
-            for child in stmt.children:
+            for child in children(stmt):
                 if isinstance(child, cst.BaseExpression):
                     self.eval(child)
 
@@ -652,7 +654,7 @@ class _StmtContext:
 
     def _eval_children(self, node: cst.CSTNode) -> frozenset:
         value = EMPTY
-        for child in node.children:
+        for child in children(node):
             if isinstance(child, cst.BaseExpression):
                 value = value | self.eval(child)
             elif isinstance(child, (cst.BaseElement, cst.BaseDictElement, cst.Arg, cst.FormattedStringExpression)):
