@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -206,6 +207,22 @@ x = 1  # the finding below points at line 3, which is blank
 }
 
 
+NOTEBOOK = {
+    "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# a notebook"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": ["import torch\n", "%matplotlib inline\n", "model = torch.nn.Linear(4, 2)\n",
+                    "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": ["for step in range(4):\n", "    loss = model(torch.randn(3, 4)).pow(2).mean()\n",
+                    "    loss.backward()\n", "    opt.step()\n"]},
+    ],
+    "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
+    "nbformat": 4,
+    "nbformat_minor": 5,
+}
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cases")
@@ -216,6 +233,9 @@ def run(tmp_path_factory):
         findings += expected_findings(path)
     blank = folder / "blank_line.py"
     findings.append(Finding("GL001", "on a blank line", str(blank), 2, 1, 2, 1))
+    notebook = folder / "train.ipynb"
+    notebook.write_text(json.dumps(NOTEBOOK))
+    findings.append(Finding("GL003", "zero_grad missing", str(notebook), 3, 5, 3, 20, extra={"cell": 3}))
     findings.append(Finding("GL000", "syntax error", str(folder / "prints.py"), 1, 1, 1, 1))
     digest = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
     runs = {}
@@ -234,6 +254,13 @@ def test_case_verdict(name, run):
     for verdict in verdicts:
         assert verdict.status == status, verdict
         assert re.search(pattern, verdict.evidence), verdict.evidence
+
+
+def test_notebooks_run_their_code_cells_and_speak_in_cells(run):
+    [verdict] = [f.confirmation for f in run[1] if f.path.endswith(".ipynb")]
+    assert verdict.status == "confirmed", verdict
+    # lines of the finding's own cell stay plain; the program's line 5 would be line 1 of cell 3
+    assert "the step at line 4, iteration 1" in verdict.evidence and "backward at line 3" in verdict.evidence
 
 
 def test_findings_come_back_in_order_with_their_verdicts(run):

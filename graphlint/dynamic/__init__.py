@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from graphlint.dynamic import notebooks
 from graphlint.dynamic.harness import PoolSettings, child_environment, default_python, run_jobs
 from graphlint.dynamic.verdict import (
     CONFIRMED,
@@ -71,9 +72,17 @@ def confirm(findings: list, sources: dict, options: ConfirmOptions | None = None
         if finding.code not in UNCONFIRMABLE:
             by_path.setdefault(finding.path, []).append(index)
     verdicts: dict = {}
-    jobs, job_paths = [], {}
+    jobs, job_paths, programs = [], {}, {}
     for path, indexes in by_path.items():
         source, problem = _source_of(path, sources)
+        lines = {i: findings[i].line for i in indexes}
+        if problem is None and notebooks.is_notebook(path):
+            program, problem = notebooks.program_of(source, path)
+            if program is not None:
+                programs[path] = program
+                source = program.source
+                lines = {i: notebooks.program_line(program, findings[i].extra.get("cell"), findings[i].line)
+                         for i in indexes}
         if problem is not None:
             for index in indexes:
                 verdicts[index] = inconclusive(problem)
@@ -83,7 +92,7 @@ def confirm(findings: list, sources: dict, options: ConfirmOptions | None = None
             "path": os.path.abspath(path),
             "source": source,
             "findings": [
-                {"index": i, "code": findings[i].code, "line": findings[i].line, "col": findings[i].col}
+                {"index": i, "code": findings[i].code, "line": lines[i], "col": findings[i].col}
                 for i in indexes
             ],
             "timeout": float(options.timeout),
@@ -101,6 +110,9 @@ def confirm(findings: list, sources: dict, options: ConfirmOptions | None = None
     def done(job: dict, message: dict) -> None:
         path, indexes = job_paths[job["id"]]
         found = from_child(indexes, message)
+        if path in programs:
+            found = {i: notebooks.evidence_in_cells(v, programs[path], findings[i].extra.get("cell"))
+                     for i, v in found.items()}
         verdicts.update(found)
         if options.on_file_done is not None:
             report = message.get("report") or {}
@@ -133,6 +145,8 @@ def _source_of(path: str, sources: dict) -> tuple:
             source = Path(path).read_bytes()
         except OSError as error:
             return None, f"cannot read the file: {error.strerror or error}"
+    if notebooks.is_notebook(path):
+        return source, None  # JSON: notebooks.program_of reads it
     if isinstance(source, bytes):
         try:
             encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
