@@ -31,6 +31,10 @@ SCALER = "scaler"
 ACCELERATOR = "accelerator"
 PARAM_GROUP = "param_group"
 INSTANCE = "instance:"  # + class name
+# A name called like a model (`model(x)`, `self.net(x)`) that is not a function,
+# class or import: a model, a loss module or a callback, for what an unknown call
+# receiving it may do to gradients (GL003).
+FORWARD = "forward"
 
 
 @dataclass
@@ -462,6 +466,7 @@ class _KindCollector:
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        self._called_object(func, node)
         if not isinstance(func, cst.Attribute):
             qualified = self.program.imports.qualify(func) or ""
             if qualified and is_scheduler_class(qualified) and node.args:
@@ -499,6 +504,22 @@ class _KindCollector:
             if arg:
                 self._add(arg, OPTIMIZER)
 
+    def _called_object(self, func: cst.BaseExpression, call: cst.Call) -> None:
+        if not call.args:
+            return
+        program = self.program
+        if isinstance(func, cst.Name):
+            name = func.value
+            if name in program.functions or name in program.classes or program.imports.is_imported(name):
+                return
+            if name in _BUILTIN_CALLABLES:
+                return
+            self._add(name, FORWARD)
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            cls = self.scope.cls
+            if cls is not None and program.method(cls, func.attr.value) is None:
+                self._add(f"self.{func.attr.value}", FORWARD)
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "param_groups":
             owner = dotted(node.value)
@@ -506,6 +527,7 @@ class _KindCollector:
                 self._add(owner, OPTIMIZER)
 
 
+_BUILTIN_CALLABLES = frozenset(dir(__import__("builtins")))
 _OPTIMIZER_NAMES = frozenset({"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS"})
 
 
