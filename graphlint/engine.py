@@ -38,8 +38,10 @@ POOL_MIN_FILES = 2
 class Settings:
     """How to run a check.
 
-    ``codes`` is the only field that changes a file's findings (it keys the
-    cache); the others only change how fast they are found.
+    ``codes`` is the only field that changes a file's findings; the others
+    only change how fast they are found. The cache key also names the
+    prefilter, so a run that compares findings with it on and off never reads
+    one answer for the other.
     """
 
     codes: frozenset[str]
@@ -54,7 +56,7 @@ class Settings:
     cache_root: Path | None = None
 
     def cache_key(self) -> str:
-        return "codes=" + ",".join(sorted(self.codes))
+        return "codes=" + ",".join(sorted(self.codes)) + f";prefilter={self.prefilter}"
 
     def worker_count(self) -> int:
         if self.jobs:

@@ -203,6 +203,13 @@ def test_other_settings_do_not_reuse_entries(tmp_path: Path) -> None:
     assert narrowed.findings == []
 
 
+def test_prefilter_on_and_off_keep_separate_entries(tmp_path: Path) -> None:
+    prose = write(tmp_path, "util.py", '"""Call loss.backward() yourself."""\n' + NO_TRAINING)
+    run([prose], Settings(ALL, jobs=1, cache_root=tmp_path))
+    off = run([prose], Settings(ALL, jobs=1, cache_root=tmp_path, prefilter=False))
+    assert off.stats.from_cache == 0 and off.stats.analysed == 1
+
+
 def test_no_cache_neither_reads_nor_writes(tmp_path: Path) -> None:
     path = write(tmp_path, "a.py", DOUBLE_BACKWARD)
     run([path], Settings(ALL, cache=False, cache_root=tmp_path))
