@@ -10,6 +10,10 @@ its largest process (wait4). Then: the ratios the performance issue sets
 targets for, the start-up cost of checking one training file next to
 ``python -c "import libcst"``, the slowest files and the findings per rule.
 
+graphlint runs from a snapshot of the committed code (``git archive HEAD``),
+so edits made in the checkout while the benchmark runs (a long affair) can
+neither change what is measured nor invalidate the warm run's cache.
+
 ``--check-prefilter N`` also analyses N randomly chosen files the prefilter
 skips (0: all of them, slow) and prints any finding it would have hidden
 (there must be none).
@@ -35,7 +39,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO))
 
 import fetch_corpus  # noqa: E402
 
@@ -138,6 +141,15 @@ def timed(name: str, command: list[str], runs: int, *, cwd: Path, env=None, befo
     return Timing(name, walls, cpus, max(tree_peaks), max(process_peaks), output)
 
 
+def snapshot_of_head() -> Path:
+    """graphlint as committed, importable from the returned directory (rules/ becomes graphlint/rules)."""
+    directory = Path(tempfile.mkdtemp(prefix="graphlint-bench-"))
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD", "graphlint", "rules"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True)
+    (directory / "rules").rename(directory / "graphlint" / "rules")
+    return directory
+
+
 # ----- the --check-prefilter pass (in-process workers) -----
 def _time_one(job: tuple[str, bool]) -> tuple[str, int, float, list[str], bool]:
     """Analyse one file (always when ``force``, else only if the prefilter keeps it)."""
@@ -203,6 +215,11 @@ def main() -> None:
     args = parser.parse_args()
 
     fetch_corpus.main()
+    snapshot = snapshot_of_head()
+    sys.path.insert(0, str(snapshot))
+    # Every graphlint subprocess imports the snapshot, never the live checkout.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(snapshot), os.environ.get("PYTHONPATH")]))
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     files = fetch_corpus.FILE_LIST.read_text().split()[:: args.sample]
     file_list = fetch_corpus.FILE_LIST
     if args.sample > 1:
@@ -215,7 +232,11 @@ def main() -> None:
     # Files under benchmarks/corpus/ belong to this repository's project root.
     cache_dir = REPO / ".graphlint_cache"
     load_before = os.getloadavg()[0]
-    print(f"corpus: {len(files)} files, {size_mb:.1f} MB; {os.cpu_count()} CPUs; {args.runs} runs each; load {load_before:.1f}\n", flush=True)
+    print(
+        f"graphlint at {head}; corpus: {len(files)} files, {size_mb:.1f} MB; {os.cpu_count()} CPUs; "
+        f"{args.runs} runs each; load {load_before:.1f}\n",
+        flush=True,
+    )
 
     timings_file = Path(tempfile.mkstemp(suffix=".json")[1])
     cold_env = {**cache_env, "GRAPHLINT_TIMINGS": str(timings_file)}
@@ -281,6 +302,7 @@ def main() -> None:
         f"after stage 2, {len(analysed)} files ({analysed_mb:.1f} MB) are parsed"
     )
     numbers = {
+        "commit": head,
         "files": len(files),
         "megabytes": round(size_mb, 2),
         "prefilter_kept_files": len(kept),
