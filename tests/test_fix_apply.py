@@ -72,7 +72,9 @@ def test_fix_json_has_ruffs_shape() -> None:
     assert finding.fix.to_json() == {
         "applicability": "safe",
         "message": "Accumulate `loss.detach()` instead of the graph-carrying value",
-        "edits": [{"content": ".detach()", "location": {"row": 12, "column": 18}, "end_location": {"row": 12, "column": 18}}],
+        "edits": [
+            {"content": ".detach()", "location": {"row": 12, "column": 18}, "end_location": {"row": 12, "column": 18}}
+        ],
     }
 
 

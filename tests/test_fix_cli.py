@@ -101,7 +101,11 @@ def test_json_and_sarif_carry_the_fix(run_cli, tmp_path) -> None:
         "applicability": "unsafe",
         "message": "Insert `optimizer.zero_grad()` after the step",
         "edits": [
-            {"content": "    optimizer.zero_grad()\n", "location": {"row": 10, "column": 1}, "end_location": {"row": 10, "column": 1}}
+            {
+                "content": "    optimizer.zero_grad()\n",
+                "location": {"row": 10, "column": 1},
+                "end_location": {"row": 10, "column": 1},
+            }
         ],
     }
     sarif = json.loads(run_cli("check", "--output-format", "sarif", "zg.py").stdout)

@@ -91,7 +91,11 @@ def applicable(finding: Finding, unsafe: bool) -> bool:
 
 
 def fix_text(
-    text: str, path: str, codes: frozenset[str] | None = None, unsafe: bool = False, findings: list[Finding] | None = None
+    text: str,
+    path: str,
+    codes: frozenset[str] | None = None,
+    unsafe: bool = False,
+    findings: list[Finding] | None = None,
 ) -> FixOutcome:
     """Apply every applicable fix to ``text``; the findings fixed and those that remain."""
     from graphlint.checker import check_source

@@ -31,8 +31,10 @@ def _by_path(findings: list[Finding]) -> dict[str, list[Finding]]:
 def _fixable_file(path: str, findings: list[Finding]) -> bool:
     from graphlint.fix import FIXERS
 
-    return not path.endswith(".ipynb") and any(f.code in FIXERS for f in findings) and not any(
-        f.code == "GL000" for f in findings
+    return (
+        not path.endswith(".ipynb")
+        and any(f.code in FIXERS for f in findings)
+        and not any(f.code == "GL000" for f in findings)
     )
 
 
@@ -93,9 +95,7 @@ def fix_stdin(text: str, name: str, codes: frozenset[str] | None, unsafe: bool, 
 def stdin_diff(name: str, before: str, after: str) -> str:
     import difflib
 
-    return "".join(
-        difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), name, name)
-    )
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), name, name))
 
 
 def write_diffs(run: FixRun, out: TextIO) -> None:

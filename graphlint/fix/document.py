@@ -79,7 +79,9 @@ class Document:
 
     def statement_line(self, node: libcst.CSTNode) -> libcst.SimpleStatementLine | None:
         """The simple statement line holding ``node``, when it sits on a line of its own in a block."""
-        line = node if isinstance(node, libcst.SimpleStatementLine) else self.enclosing(node, libcst.SimpleStatementLine)
+        line = (
+            node if isinstance(node, libcst.SimpleStatementLine) else self.enclosing(node, libcst.SimpleStatementLine)
+        )
         if line is None or not isinstance(self.parent(line), BLOCKS):
             return None
         return line
@@ -120,9 +122,7 @@ class Document:
 
     def statement_lines_at(self, row: int) -> list[libcst.SimpleStatementLine]:
         return [
-            node
-            for node in self.walk()
-            if isinstance(node, libcst.SimpleStatementLine) and self.start(node)[0] == row
+            node for node in self.walk() if isinstance(node, libcst.SimpleStatementLine) and self.start(node)[0] == row
         ]
 
     # -- edits ---------------------------------------------------------------------
@@ -165,9 +165,7 @@ class Document:
 def is_call_to(node: libcst.CSTNode, attribute: str) -> bool:
     """``<something>.<attribute>(...)``"""
     return (
-        isinstance(node, libcst.Call)
-        and isinstance(node.func, libcst.Attribute)
-        and node.func.attr.value == attribute
+        isinstance(node, libcst.Call) and isinstance(node.func, libcst.Attribute) and node.func.attr.value == attribute
     )
 
 

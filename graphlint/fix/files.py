@@ -52,7 +52,9 @@ class FileFix:
             fromfile=self.path,
             tofile=self.path,
         )
-        return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in lines)
+        return "".join(
+            line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in lines
+        )
 
 
 def _encoding(data: bytes) -> str:

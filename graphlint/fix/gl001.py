@@ -61,7 +61,11 @@ def fix(finding: Finding, document: Document) -> Fix | None:
     for use in discriminator_uses:
         edits.extend(document.append_to(use.args[0].value, ".detach()"))
     (name,) = discriminators
-    return Fix(f"Detach the generator output in the discriminator loss: `{name}({document.code(fake)}.detach())`", UNSAFE, tuple(edits))
+    return Fix(
+        f"Detach the generator output in the discriminator loss: `{name}({document.code(fake)}.detach())`",
+        UNSAFE,
+        tuple(edits),
+    )
 
 
 def _single_statement(document: Document, row: int):
@@ -89,7 +93,10 @@ def _sole_args(statement) -> dict:
     return {
         node.args[0]: node
         for node, _ in _walk_with_parents(statement)
-        if isinstance(node, libcst.Call) and len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star
+        if isinstance(node, libcst.Call)
+        and len(node.args) == 1
+        and node.args[0].keyword is None
+        and not node.args[0].star
     }
 
 
@@ -98,9 +105,7 @@ def _sole_argument_callee(call: libcst.Call, document: Document) -> str | None:
 
 
 def _steps(statements) -> bool:
-    return any(
-        is_call_to(node, "step") for statement in statements for node, _ in _walk_with_parents(statement)
-    )
+    return any(is_call_to(node, "step") for statement in statements for node, _ in _walk_with_parents(statement))
 
 
 def _walk_with_parents(root):

@@ -61,7 +61,9 @@ def _insertion_point(statement, document: Document):
             if _runs_backward(ancestor.body):
                 return statement if innermost else child
             innermost = False
-        if isinstance(ancestor, libcst.BaseStatement) and isinstance(document.parent(ancestor), (libcst.IndentedBlock, libcst.Module)):
+        if isinstance(ancestor, libcst.BaseStatement) and isinstance(
+            document.parent(ancestor), (libcst.IndentedBlock, libcst.Module)
+        ):
             child = ancestor
     return statement
 
@@ -89,7 +91,9 @@ def _cut(state: libcst.BaseExpression, statement, document: Document) -> str | N
     if isinstance(state, libcst.Tuple):
         names = []
         for element in state.elements:
-            if not isinstance(element, libcst.Element) or not isinstance(element.value, (libcst.Name, libcst.Attribute)):
+            if not isinstance(element, libcst.Element) or not isinstance(
+                element.value, (libcst.Name, libcst.Attribute)
+            ):
                 return None
             shape = shapes.of_target(element.value, _scope(element.value, statement, document))
             if shape not in (TENSOR, None):  # each part of a state passed as a tuple is a tensor
@@ -137,7 +141,11 @@ def _repackage_helper(statement, document: Document) -> str | None:
         params = [p.name.value for p in node.params.params]
         in_class = document.enclosing(node, libcst.ClassDef)
         if in_class is not None:
-            if params[:1] != ["self"] or len(params) != 2 or document.enclosing(statement, libcst.ClassDef) is not in_class:
+            if (
+                params[:1] != ["self"]
+                or len(params) != 2
+                or document.enclosing(statement, libcst.ClassDef) is not in_class
+            ):
                 continue
             spelled = f"self.{node.name.value}"
         elif len(params) == 1 and document.enclosing(node, libcst.FunctionDef) is None:
@@ -156,11 +164,19 @@ def _detaches(function: libcst.FunctionDef) -> bool:
         return False
     cut = False
     for node in _walk(function.body):
-        if isinstance(node, libcst.Call) and isinstance(node.func, libcst.Attribute) and node.func.attr.value in ("detach", "detach_"):
+        if (
+            isinstance(node, libcst.Call)
+            and isinstance(node.func, libcst.Attribute)
+            and node.func.attr.value in ("detach", "detach_")
+        ):
             cut = True
         if isinstance(node, libcst.Attribute) and node.attr.value == "data":
             cut = True
-        if isinstance(node, libcst.Call) and isinstance(node.func, libcst.Attribute) and node.func.attr.value == "clone":
+        if (
+            isinstance(node, libcst.Call)
+            and isinstance(node.func, libcst.Attribute)
+            and node.func.attr.value == "clone"
+        ):
             return False
     return cut
 

@@ -17,10 +17,12 @@ import re
 import libcst
 
 from graphlint.finding import Finding
-from graphlint.fix.document import BLOCKS, Document, is_call_to
+from graphlint.fix.document import Document, is_call_to
 from graphlint.fix.edits import UNSAFE, Edit, Fix
 
-_MISSING = re.compile(r"applied by the step at line (?P<line>\d+).*call (?P<optimizer>\S+)\.zero_grad\(\) once per step")
+_MISSING = re.compile(
+    r"applied by the step at line (?P<line>\d+).*call (?P<optimizer>\S+)\.zero_grad\(\) once per step"
+)
 _CLEARED = re.compile(
     r"clears the gradients of the backward at line (?P<line>\d+) before (?P<optimizer>\S+)\.step\(\) applies them"
 )
@@ -54,7 +56,9 @@ def _insert_zero_grad(step_line: int, optimizer: str, document: Document) -> Fix
     bare = _bare_zero_grad(statement, receiver, document)
     if bare is not None:
         end = document.end(bare)
-        return Fix(f"Call `{receiver}.zero_grad()` (it is written without parentheses)", UNSAFE, (Edit(end, end, "()"),))
+        return Fix(
+            f"Call `{receiver}.zero_grad()` (it is written without parentheses)", UNSAFE, (Edit(end, end, "()"),)
+        )
     following = _next_statement(statement, document)
     if following is not None and _is_zero_grad_of(following, receiver, document):
         return None
@@ -100,9 +104,7 @@ def _move_zero_grad(finding: Finding, backward_line: int, optimizer: str, docume
     zero_grad = zero_grads[0]
     zero_statement = document.statement_line(zero_grad)
     backwards = [
-        line
-        for line in document.statement_lines_at(backward_line)
-        if any(_is_backward(call) for call in _calls(line))
+        line for line in document.statement_lines_at(backward_line) if any(_is_backward(call) for call in _calls(line))
     ]
     if zero_statement is None or len(zero_statement.body) != 1 or len(backwards) != 1:
         return None

@@ -20,9 +20,26 @@ TENSOR = "tensor"
 NONE = "none"
 
 _FACTORIES = {
-    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "tensor", "as_tensor",
-    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
-    "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "rand",
+    "randn",
+    "randint",
+    "tensor",
+    "as_tensor",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "full_like",
+    "rand_like",
+    "randn_like",
+    "new_zeros",
+    "new_ones",
+    "new_empty",
+    "new_full",
+    "new_tensor",
 }
 # What calling each torch.nn recurrent module returns.
 _MODULE_OUTPUTS = {
@@ -92,7 +109,14 @@ class Shapes:
             name = _callee_name(value.func)
             if name in _FACTORIES:
                 return TENSOR
-            if isinstance(value.func, libcst.Attribute) and name in ("detach", "clone", "to", "cuda", "cpu", "contiguous"):
+            if isinstance(value.func, libcst.Attribute) and name in (
+                "detach",
+                "clone",
+                "to",
+                "cuda",
+                "cpu",
+                "contiguous",
+            ):
                 return TENSOR if not isinstance(value.func.value, libcst.Tuple) else None
             module_output = self._module_output(value.func, depth)
             if module_output is not None:
@@ -141,9 +165,7 @@ class Shapes:
         classes = [n for n in self.document.walk() if isinstance(n, libcst.ClassDef) and n.name.value == class_name]
         if len(classes) != 1:
             return None
-        forwards = [
-            n for n in classes[0].body.body if isinstance(n, libcst.FunctionDef) and n.name.value == "forward"
-        ]
+        forwards = [n for n in classes[0].body.body if isinstance(n, libcst.FunctionDef) and n.name.value == "forward"]
         if len(forwards) != 1:
             return None
         shapes = set()
