@@ -253,10 +253,8 @@ def check(
 
                 write_diffs(run, sys.stdout)
                 sys.stdout.flush()
-                click.echo(
-                    f"Would fix {run.fixed} error{'' if run.fixed == 1 else 's'}." if run.fixed else "No fixes available.",
-                    err=True,
-                )
+                plural = "" if run.fixed == 1 else "s"
+                click.echo(f"Would fix {run.fixed} error{plural}." if run.fixed else "No fixes available.", err=True)
                 sys.exit(1 if run.diffs else 0)
             findings, fixed, hidden_unsafe = run.findings, run.fixed, run.hidden_unsafe
     elif output_format in ("json", "sarif"):
@@ -305,8 +303,10 @@ def _fix_stdin(sources, name, codes, config, findings, unsafe, diff):
 
     text = sources.get(name)
     if text is None:  # not text at all: nothing to fix, the GL000 finding says why
-        return findings, 0, 0, 1 if diff else 0
-    fixed_text, run = fix_stdin(text, name, _without_ignored(codes, config.ignored_codes(name)) if config else codes, unsafe, findings)
+        return findings, 0, 0, 0
+    if config is not None:
+        codes = _without_ignored(codes, config.ignored_codes(name))
+    fixed_text, run = fix_stdin(text, name, codes, unsafe, findings)
     if diff:
         patch = stdin_diff(name, text, fixed_text)
         sys.stdout.write(patch)
