@@ -22,7 +22,6 @@ KNOWN_GAPS = {
     "clean/gl001_accelerate_prepare_dynamic_optimizer.py": "false positive: optimizer built through a factory then prepared",
     "clean/gl001_dcgan_module_classes.py": "false positive: Discriminator(...).to(device) module classes",
     "clean/gl002_conditional_init_or_detach_inplace.py": "false positive: init or detach_() in a branch",
-    "clean/gl002_lstmcell_sequence_lbfgs_closure.py": "crash: closure defined inside a loop",
     "GL002/helper_step_returns_attached_state.py": "recurrent state returned by a step helper",
     "GL002/lstm_cell_nested_time_loop.py": "state carried across the outer loop of a nested time loop",
     "GL002/word_lm_needs_data.py": "word-LM shape with data loaded from disk",

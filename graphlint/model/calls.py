@@ -23,7 +23,7 @@ from graphlint.model.names import (
     last_part,
     positional,
 )
-from graphlint.model.program import MODULE, OPTIMIZER, SCALER, SCHEDULER, ACCELERATOR, INSTANCE
+from graphlint.model.program import ACCELERATOR, CONTAINER, INSTANCE, MODULE, OPTIMIZER, SCALER, SCHEDULER
 from graphlint.model.provenance import (
     CERTAIN,
     ELEMENT,
@@ -36,7 +36,11 @@ from graphlint.model.provenance import (
 )
 
 # Methods that mutate a container in place by adding the argument to it.
-_CONTAINER_ADDS = frozenset({"append", "extend", "insert", "add", "appendleft", "update", "setdefault", "put"})
+# Methods that add their argument to the receiver: list spellings on any receiver,
+# the generic ones (`add`, `update`) only on a receiver known to be a container
+# (`metric.add(loss)` may be an Accumulator that takes float() of it).
+_LIST_ADDS = frozenset({"append", "extend", "insert", "appendleft"})
+_CONTAINER_ADDS = frozenset({"add", "update", "setdefault", "put"})
 # Methods returning (part of) the receiver's content.
 _CONTAINER_READS = frozenset({"get", "pop", "values", "items", "copy", "popleft", "clone", "contiguous"})
 # Module methods that do not run a forward.
@@ -236,7 +240,9 @@ class _CallEvaluator:
             return self.inline_or_unknown(self.program.functions[name], None, None)
         if not is_local and name in self.program.classes:
             return self.construct(self.program.classes[name])
-        is_local = is_local or name in frame.scope.locals
+        # A module-level variable (`net = nn.Linear(...)`) called inside a function is a value too.
+        module_scope = self.program.scopes[self.program.module]
+        is_local = is_local or name in frame.scope.locals or name in module_scope.locals
         if not is_local:
             if name in CUTTING_BUILTINS:
                 self.args_value()
@@ -349,7 +355,7 @@ class _CallEvaluator:
                 ctx.state.set(path, EMPTY)
             return EMPTY
         owner_value = ctx.eval(owner)
-        if method in _CONTAINER_ADDS:
+        if method in _LIST_ADDS or (method in _CONTAINER_ADDS and (CONTAINER in kinds or self.ctx._is_param_group(owner))):
             added = self.args_value()
             self.container_add(owner, added, method)
             return EMPTY

@@ -36,6 +36,7 @@ class ModuleModel:
     sites: list[Site]
     positions: dict = field(default_factory=dict)
     order_violations: list[Violation] = field(default_factory=list)
+    interpreter: Interpreter | None = None
     # Set to a human-readable reason when a work budget cut the analysis short.
     truncated: str | None = None
 
@@ -48,6 +49,25 @@ class ModuleModel:
 
     def diagnostic(self, node: libcst.CSTNode, message: str) -> Diagnostic:
         return Diagnostic(self.span(node), message)
+
+    def graphs_at(self, line: int, name: str) -> set[int]:
+        """Lines of the statements whose graphs ``name`` may carry just before ``line`` runs.
+
+        Needs the model built with ``watch_lines`` containing ``line``.
+        """
+        found: set[int] = set()
+        for node_id, states in self.interpreter.snapshots.items():
+            for state in states:
+                for path, value in state.env.items():
+                    if path == name or path.endswith(":" + name):
+                        found.update(self.site_line(o[0]) for o in value if self.origin_is_graph(o))
+        return found
+
+    def summary(self, name: str):
+        """The summary of a helper: ``fn`` or ``Class.method`` of this module."""
+        cls_name, _, method = name.rpartition(".")
+        func = self.program.classes[cls_name].methods[method] if cls_name else self.program.functions[name]
+        return Interpreter(self.program).summarise(func)
 
     def code(self, node: libcst.CSTNode) -> str:
         text = self.module.code_for_node(node).strip()
@@ -76,25 +96,42 @@ class ModuleModel:
         return site.strength >= 2
 
 
-def build_model(module: libcst.Module, source: str, budget: int = 200_000) -> ModuleModel:
+# Per-file work bounds: a pathological file becomes a GL000 "cut short", never a hang.
+DEFAULT_STEPS = 200_000
+DEFAULT_SECONDS = 5.0
+
+
+def build_model(
+    module: libcst.Module,
+    source: str,
+    budget: int = DEFAULT_STEPS,
+    watch_lines: frozenset[int] = frozenset(),
+    seconds: float | None = DEFAULT_SECONDS,
+) -> ModuleModel:
+    """Analyse a module. ``watch_lines``: statements whose states ``graphs_at`` can answer for."""
     with analysing():
-        return _build_model(module, source, budget)
+        return _build_model(module, source, budget, watch_lines, seconds)
 
 
-def _build_model(module: libcst.Module, source: str, budget: int) -> ModuleModel:
+def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     program = Program(wrapper.module)
-    interpreter = Interpreter(program, budget=budget)
+    interpreter = Interpreter(program, budget=budget, seconds=seconds)
+    if watch_lines:
+        interpreter.watch = {
+            id(node) for node, rng in positions.items()
+            if rng.start.line in watch_lines and isinstance(node, (libcst.BaseSmallStatement, libcst.BaseCompoundStatement))
+        }
     truncated = None
     try:
         # The module body first (scripts), then every function and method as an
         # entry point of its own (library code that nothing in the file calls).
-        for scope in program.scopes.values():
+        for scope in () if program.uses_other_framework() else program.scopes.values():
             interpreter.analyse_scope(scope)
     except AnalysisBudgetExceeded as error:
         truncated = f"analysis cut short: {error}; findings for this file may be incomplete"
-    order_violations = analyse_order(program, wrapper.module.code_for_node)
+    order_violations = [] if program.uses_other_framework() else analyse_order(program, wrapper.module.code_for_node)
     return ModuleModel(
         module=wrapper.module,
         source=source,
@@ -104,4 +141,5 @@ def _build_model(module: libcst.Module, source: str, budget: int) -> ModuleModel
         positions=dict(positions),
         truncated=truncated,
         order_violations=order_violations,
+        interpreter=interpreter,
     )

@@ -31,6 +31,7 @@ SCALER = "scaler"
 ACCELERATOR = "accelerator"
 PARAM_GROUP = "param_group"
 INSTANCE = "instance:"  # + class name
+CONTAINER = "container"  # a list, dict, set or deque built in this scope
 # A name called like a model (`model(x)`, `self.net(x)`) that is not a function,
 # class or import: a model, a loss module or a callback, for what an unknown call
 # receiving it may do to gradients (GL003).
@@ -157,6 +158,11 @@ class Program:
         if table is None:
             table = self._first_assignments[scope.key] = _first_assignments(scope.body)
         return table.get(name)
+
+    def uses_other_framework(self) -> bool:
+        """Imports another deep-learning framework and not torch: its loops are not ours."""
+        roots = {full.split(".")[0] for full in self.imports.aliases.values()}
+        return bool(roots & _OTHER_FRAMEWORKS) and "torch" not in roots
 
     def scope_of(self, func: cst.CSTNode) -> Scope:
         return self.scopes[func]
@@ -391,6 +397,12 @@ class _KindCollector:
             self.program.add_optimizer_models(self._key(dest), dest, models)
 
     def _kinds_of_value(self, value: cst.BaseExpression):
+        if isinstance(value, (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)):
+            yield CONTAINER, None
+            return
+        if isinstance(value, cst.Call) and last_part(dotted(value.func) or "") in _CONTAINER_TYPES:
+            yield CONTAINER, None
+            return
         if isinstance(value, cst.Subscript):
             base = value.value
             if isinstance(base, cst.Attribute) and base.attr.value == "param_groups":
@@ -528,6 +540,9 @@ class _KindCollector:
 
 
 _BUILTIN_CALLABLES = frozenset(dir(__import__("builtins")))
+_CONTAINER_TYPES = frozenset({"list", "dict", "set", "defaultdict", "OrderedDict", "deque", "Counter"})
+# Other frameworks' autograd (mxnet's `l.backward()`, ...) follows other rules.
+_OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "mindspore", "oneflow", "keras"})
 _OPTIMIZER_NAMES = frozenset({"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS"})
 
 

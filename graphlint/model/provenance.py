@@ -16,6 +16,7 @@ facts in a final pass over the solved states.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -66,6 +67,20 @@ class Site:
     loops: set[tuple] = field(default_factory=set)
     targets: set[str] = field(default_factory=set)
     leaf: bool = False
+
+
+@dataclass(frozen=True)
+class HelperSummary:
+    """Per-function facts: which arguments reach the return value, which get backwarded."""
+
+    params: tuple[str, ...]
+    returns: set[str]  # arguments whose graph the return value may carry
+    backwards: set[str]  # arguments whose graph a backward walks
+    new_graph: bool  # the return value may carry a graph built inside the helper
+    runs_backward: bool
+
+    def cuts(self, param: str) -> bool:
+        return param not in self.returns
 
 
 class State:
@@ -216,22 +231,30 @@ class Facts:
         # loop key -> True when a forward or backward runs in that loop
         self.active_loops: set[tuple] = set()
         self.backwarded_sites: set[int] = set()
+        # loop key -> paths re-assigned (not from themselves) somewhere in that loop
+        self.reset_paths: dict[tuple, set[str]] = {}
 
 
 class Interpreter:
-    def __init__(self, program: Program, budget: int = 200_000) -> None:
+    def __init__(self, program: Program, budget: int = 200_000, seconds: float | None = None) -> None:
         self.program = program
         self.sites: list[Site] = []
         self._site_ids: dict[int, int] = {}
         self.facts = Facts()
         self.recording = False
         self.budget = budget
+        # A wall-clock bound as well: a step's cost grows with the number of live values.
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+        self.seconds = seconds
         self.work = 0
         self._cfgs: dict[int, CFG] = {}
         self._stack: list[cst.CSTNode] = []
         self._frame_counter = 0
         self.forwards_run = 0
         self.runs_forward: dict[cst.CSTNode, bool] = {}
+        # Statements whose in-states the final pass keeps (for queries and tests).
+        self.watch: set[int] = set()
+        self.snapshots: dict[int, list[State]] = {}
         self.suppress_carried = 0
 
     # ----- sites -----
@@ -262,6 +285,35 @@ class Interpreter:
             self.solve(frame, state, record=True)
         finally:
             self._stack.pop()
+
+    def summarise(self, func: cst.FunctionDef) -> "HelperSummary":
+        """What a helper does to its arguments, analysed with each argument a graph of its own."""
+        scope = self.program.scope_of(func)
+        frame = self._frame(scope, {}, (), 0)
+        state = State()
+        param_sites: dict[str, int] = {}
+        for param in scope.params:
+            if param in ("self", "cls"):
+                continue
+            site = Site(len(self.sites), func, strength=LIKELY)
+            self.sites.append(site)
+            param_sites[param] = site.id
+            state.set(frame.prefix + param, frozenset({(site.id, 0)}))
+        backwards_before = len(self.facts.backwards)
+        self._stack.append(func)
+        try:
+            exit_state = self.solve(frame, state, record=True)
+        finally:
+            self._stack.pop()
+        returned = {o[0] for o in frame.returns}
+        traversed = {o[0] for o in exit_state.traversed}
+        return HelperSummary(
+            params=tuple(param_sites),
+            returns={p for p, site in param_sites.items() if site in returned},
+            backwards={p for p, site in param_sites.items() if site in traversed},
+            new_graph=any(site not in param_sites.values() for site in returned if site >= 0),
+            runs_backward=len(self.facts.backwards) > backwards_before,
+        )
 
     def _frame(self, scope: Scope, aliases, loop_stack, depth) -> Frame:
         # Recursion is never inlined, so a scope is on the frame stack at most once.
@@ -302,6 +354,8 @@ class Interpreter:
         self.work += 1
         if self.work > self.budget:
             raise AnalysisBudgetExceeded(f"analysis budget of {self.budget} steps exceeded")
+        if self.deadline is not None and self.work % 64 == 0 and time.monotonic() > self.deadline:
+            raise AnalysisBudgetExceeded(f"analysis took longer than {self.seconds:g} s")
 
     # ----- paths -----
     def path(self, frame: Frame, expr: cst.BaseExpression) -> str | None:
@@ -343,6 +397,8 @@ class Interpreter:
 
     # ----- transfer -----
     def transfer(self, frame: Frame, node, state: State) -> State:
+        if self.recording and node.stmt is not None and id(node.stmt) in self.watch:
+            self.snapshots.setdefault(id(node.stmt), []).append(state.copy())
         ctx = _StmtContext(self, frame, node, state)
         kind = node.kind
         stmt = node.stmt
@@ -417,6 +473,7 @@ class _StmtContext:
             value = self.materialise(value)
             for target in stmt.targets:
                 self.assign(target.target, value)
+            self._record_resets(stmt)
             self._check_rebinding_accumulation(stmt, value)
         elif isinstance(stmt, cst.AnnAssign):
             if stmt.value is not None:
@@ -589,6 +646,17 @@ class _StmtContext:
             if base is not None:
                 self.state.add(base, value)
 
+    def _record_resets(self, stmt: cst.Assign) -> None:
+        """``acc = 0`` somewhere in a loop bounds what ``acc += loss`` there can retain."""
+        if not self.interp.recording or self.loop is None:
+            return
+        read = {self.interp.path(self.frame, node) for node in _names_in(stmt.value)}
+        for target in stmt.targets:
+            path = self.interp.path(self.frame, target.target)
+            if path is not None and path not in read:
+                for loop in self.loop_keys:
+                    self.interp.facts.reset_paths.setdefault(loop, set()).add(path)
+
     def _check_rebinding_accumulation(self, stmt: cst.Assign, value: frozenset) -> None:
         """``acc = acc + x`` accumulates like ``acc += x``."""
         if len(stmt.targets) != 1 or not isinstance(stmt.value, cst.BinaryOperation):
@@ -749,6 +817,17 @@ class _StmtContext:
 
     def _eval_Call(self, call: cst.Call) -> frozenset:
         return _CallEvaluator(self, call).evaluate()
+
+
+def _names_in(expr: cst.CSTNode):
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)):
+            yield node
+        if isinstance(node, (cst.Lambda,)):
+            continue
+        stack.extend(children(node))
 
 
 def older(origin: Origin) -> Origin:

@@ -26,16 +26,21 @@ def dispatch(visitor: object, roots: Iterable[cst.CSTNode]) -> None:
         stack.extend(reversed(children(node)))
 
 
-# Children of each node of the tree being analysed, computed once: libcst's
-# ``children`` property runs a full visitor pass on every access. Keyed by id():
-# the tree stays alive for the whole analysis, and ``analysing`` clears the cache.
-_children: dict[int, tuple[cst.CSTNode, ...]] = {}
+# Children of each node, computed once: libcst's ``children`` property runs a full
+# visitor pass on every access. Keyed by id(); each entry keeps its node, so an id
+# cannot be reused while cached, and ``analysing`` clears the cache per tree.
+_children: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
+_MAX_CACHED = 1_000_000
 
 
 def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-    found = _children.get(id(node))
-    if found is None:
-        found = _children[id(node)] = tuple(node.children)
+    entry = _children.get(id(node))
+    if entry is not None and entry[0] is node:
+        return entry[1]
+    if len(_children) > _MAX_CACHED:
+        _children.clear()
+    found = tuple(node.children)
+    _children[id(node)] = (node, found)
     return found
 
 

@@ -1,0 +1,317 @@
+"""Unit tests of the training-loop model: CFG, kinds, provenance and helper summaries."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import libcst
+import pytest
+
+from graphlint.model import build_model
+from graphlint.model.cfg import BACK, FOR, IF, WHILE, build_cfg
+from graphlint.model.program import MODULE, OPTIMIZER, SCHEDULER, Program
+
+
+def model_of(source: str, watch: int | None = None):
+    source = textwrap.dedent(source)
+    lines = frozenset({watch}) if watch else frozenset()
+    return build_model(libcst.parse_module(source), source, watch_lines=lines)
+
+
+# ----- control flow -----
+def cfg_of(source: str):
+    return build_cfg(libcst.parse_module(textwrap.dedent(source)).body)
+
+
+def test_loop_has_a_back_edge_and_an_exit():
+    cfg = cfg_of(
+        """
+        for x in data:
+            y = f(x)
+        z = 1
+        """
+    )
+    header = next(n for n in cfg.nodes if n.kind == FOR)
+    body = [n for n in cfg.nodes if n.loop == header.id]
+    assert len(body) == 1
+    assert (header.id, BACK) in body[0].succ
+    assert any(label is False for _, label in header.succ)
+
+
+def test_break_leaves_the_loop_and_continue_goes_back():
+    cfg = cfg_of(
+        """
+        while cond:
+            if a:
+                break
+            if b:
+                continue
+            work()
+        done()
+        """
+    )
+    header = next(n for n in cfg.nodes if n.kind == WHILE)
+    brk = next(n for n in cfg.nodes if isinstance(n.stmt, libcst.Break))
+    cont = next(n for n in cfg.nodes if isinstance(n.stmt, libcst.Continue))
+    assert (header.id, BACK) in cont.succ
+    after = [dst for dst, _ in brk.succ]
+    assert after and all(cfg.nodes[dst].loop is None for dst in after)
+
+
+def test_while_true_exits_only_through_break():
+    cfg = cfg_of(
+        """
+        while True:
+            step()
+        """
+    )
+    header = next(n for n in cfg.nodes if n.kind == WHILE)
+    assert all(label is not False for _, label in header.succ)
+
+
+def test_no_grad_body_is_marked():
+    cfg = cfg_of(
+        """
+        with torch.no_grad():
+            y = model(x)
+        z = model(x)
+        """
+    )
+    marks = {type(n.stmt).__name__ + str(n.no_grad) for n in cfg.nodes if n.stmt is not None and not isinstance(n.stmt, libcst.With)}
+    assert marks == {"AssignTrue", "AssignFalse"}
+
+
+def test_try_body_statements_may_reach_the_handler():
+    cfg = cfg_of(
+        """
+        try:
+            a = 1
+            b = 2
+        except ValueError:
+            c = 3
+        """
+    )
+    handler = next(n for n in cfg.nodes if isinstance(n.stmt, libcst.ExceptHandler))
+    preds = {type(cfg.nodes[src].stmt).__name__ for src, _ in handler.pred}
+    assert "Assign" in preds
+
+
+def test_if_without_else_has_a_false_edge_past_the_body():
+    cfg = cfg_of(
+        """
+        if cond:
+            a = 1
+        b = 2
+        """
+    )
+    test = next(n for n in cfg.nodes if n.kind == IF)
+    assert {label for _, label in test.succ} == {True, False}
+
+
+# ----- object kinds -----
+def kinds_of(source: str, name: str) -> set[str]:
+    program = Program(libcst.parse_module(textwrap.dedent(source)))
+    scope = next(iter(program.scopes.values()))
+    return program.kinds(scope, name)
+
+
+def test_kinds_from_constructors():
+    source = """
+        import torch
+        from torch import nn
+        model = nn.Linear(2, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+        """
+    assert MODULE in kinds_of(source, "model")
+    assert OPTIMIZER in kinds_of(source, "opt")
+    assert SCHEDULER in kinds_of(source, "sched")
+    assert OPTIMIZER not in kinds_of(source, "sched")
+
+
+def test_optimizer_known_from_use_not_name():
+    source = """
+        def train(net, thing, loader):
+            for x in loader:
+                loss = net(x).sum()
+                loss.backward()
+                thing.step()
+        """
+    program = Program(libcst.parse_module(textwrap.dedent(source)))
+    scope = next(s for s in program.scopes.values() if s.key == "train")
+    assert OPTIMIZER in program.kinds(scope, "thing")
+
+
+def test_optimizer_models_follow_a_params_list():
+    source = """
+        import torch
+        params = list(encoder.parameters()) + list(decoder.parameters())
+        opt = torch.optim.Adam(params)
+        """
+    program = Program(libcst.parse_module(textwrap.dedent(source)))
+    scope = next(iter(program.scopes.values()))
+    assert program.optimizer_models(scope, "opt") == {"encoder", "decoder"}
+
+
+# ----- provenance -----
+RNN = """
+import torch
+from torch import nn
+rnn = nn.LSTM(3, 4)
+head = nn.Linear(4, 1)
+hidden = None
+for x in batches:
+    out, hidden = rnn(x, hidden)
+    loss = head(out).sum()
+    loss.backward()
+"""
+
+
+def test_hidden_carries_the_graph_of_the_forward_around_the_back_edge():
+    model = model_of(RNN, watch=8)
+    assert model.graphs_at(8, "hidden") == {8}
+
+
+def test_detach_cuts_the_carried_graph():
+    source = RNN.replace("    out, hidden = rnn(x, hidden)", "    hidden = hidden.detach() if hidden is not None else None\n    out, hidden = rnn(x, hidden)")
+    model = model_of(source, watch=9)
+    assert model.graphs_at(9, "hidden") == set()
+
+
+def test_values_built_under_no_grad_carry_no_graph():
+    source = """
+        import torch
+        from torch import nn
+        net = nn.Linear(2, 2)
+        with torch.no_grad():
+            feats = net(x)
+        y = feats
+        """
+    model = model_of(source, watch=7)
+    assert model.graphs_at(7, "feats") == set()
+
+
+def test_item_and_comparisons_are_graph_free():
+    source = """
+        from torch import nn
+        net = nn.Linear(2, 2)
+        out = net(x)
+        a = out.item()
+        b = (out > 0).sum()
+        c = out * 2
+        d = 1
+        """
+    model = model_of(source, watch=8)
+    assert model.graphs_at(8, "a") == set()
+    assert model.graphs_at(8, "b") == set()
+    assert model.graphs_at(8, "c") == {4, 7}
+
+
+def test_tuple_returns_are_unpacked_per_element():
+    source = """
+        from torch import nn
+        net = nn.Linear(2, 2)
+        def criterion(x):
+            loss = net(x).sum()
+            return loss, x.size(0)
+        loss, n = criterion(x)
+        done = True
+        """
+    model = model_of(source, watch=8)
+    assert model.graphs_at(8, "n") == set()
+    assert model.graphs_at(8, "loss")
+
+
+# ----- helper summaries -----
+def test_recursive_repackage_helper_cuts_its_argument():
+    source = """
+        import torch
+        def repackage_hidden(h):
+            if isinstance(h, torch.Tensor):
+                return h.detach()
+            return tuple(repackage_hidden(v) for v in h)
+        """
+    summary = model_of(source).summary("repackage_hidden")
+    assert summary.cuts("h")
+    assert not summary.runs_backward
+
+
+def test_clone_helper_does_not_cut():
+    source = """
+        def keep(h):
+            return h.clone()
+        """
+    assert not model_of(source).summary("keep").cuts("h")
+
+
+def test_train_step_that_returns_a_detached_loss():
+    source = """
+        def train_step(model, batch, opt):
+            loss = model(batch).mean()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        """
+    summary = model_of(source).summary("train_step")
+    assert summary.runs_backward
+    assert not summary.returns and not summary.new_graph
+
+
+def test_method_summary_sees_backward_of_its_argument():
+    source = """
+        class Trainer:
+            def backward_D(self, fake):
+                loss = self.D(fake).mean()
+                loss.backward()
+        """
+    summary = model_of(source).summary("Trainer.backward_D")
+    assert summary.backwards == {"fake"}
+
+
+# ----- termination -----
+def test_analysis_terminates_on_deep_loop_nesting_and_long_bodies():
+    nested = "import torch\nfor a0 in x:\n" + "".join(
+        "    " * i + f"for a{i} in x:\n" for i in range(1, 60)
+    ) + "    " * 60 + "loss = model(a0)\n" + "    " * 60 + "loss.backward()\n"
+    long_body = "for x in data:\n" + "".join(f"    v{i} = model(v{i - 1})\n" for i in range(1, 3000)) + "    v2999.backward()\n"
+    for source in (nested, long_body):
+        start = time.perf_counter()
+        model = build_model(libcst.parse_module(source), source, seconds=3.0)
+        assert time.perf_counter() - start < 20  # 3 s budget plus parsing, on a loaded machine
+        assert model is not None
+
+
+def test_time_budget_cuts_the_analysis_short():
+    source = "for x in data:\n" + "".join(f"    v{i} = model(v{i - 1})\n" for i in range(1, 3000)) + "    v2999.backward()\n"
+    model = build_model(libcst.parse_module(source), source, seconds=0.5)
+    assert model.truncated and "cut short" in model.truncated
+
+
+def test_budget_exhaustion_is_reported_not_raised():
+    source = "for x in data:\n" + "".join(f"    v{i} = model(v{i - 1})\n" for i in range(1, 400)) + "    v399.backward()\n"
+    model = build_model(libcst.parse_module(source), source, budget=100)
+    assert model.truncated and "cut short" in model.truncated
+
+
+@pytest.mark.parametrize("spelling", [
+    "loss.backward()",
+    "scaler.scale(loss).backward()",
+    "accelerator.backward(loss)",
+    "self.manual_backward(loss)",
+    "torch.autograd.backward(loss)",
+])
+def test_every_backward_spelling_frees_the_graph(spelling):
+    source = f"""
+        import torch
+        from torch import nn
+        class T:
+            def run(self, net, x, accelerator, scaler):
+                loss = net(x).sum()
+                loss.backward()
+                {spelling}
+        """
+    model = model_of(source)
+    backwards = sorted(model.facts.backwards, key=lambda b: model.line(b.call))
+    assert len(backwards) == 2
+    assert backwards[1].freed_hits, spelling
