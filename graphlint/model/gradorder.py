@@ -88,11 +88,26 @@ class _GradWrite:
 
 
 class EventGraph:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, cache: dict | None = None) -> None:
         self.program = program
         self.nodes: list[ENode] = []
         self.stack: list[cst.CSTNode] = []
         self._scopes_by_key = {scope.key: scope for scope in program.scopes.values()}
+        # Per file: CFGs and call lists of scopes that are spliced in many times.
+        self.cache = cache if cache is not None else {}
+
+    def _cfg(self, scope: Scope) -> CFG:
+        key = ("cfg", id(scope.node))
+        if key not in self.cache:
+            self.cache[key] = build_cfg(scope.body, no_grad=scope.no_grad)
+        return self.cache[key]
+
+    def calls(self, root, fors: tuple = ()) -> list:
+        key = ("calls", id(root), tuple(id(f) for f in fors))
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = (_calls_and_grad_writes(root, fors), root)
+        return found[0]
 
     def new(self) -> ENode:
         node = ENode(len(self.nodes))
@@ -105,7 +120,7 @@ class EventGraph:
 
     def expand(self, scope: Scope, aliases: dict[str, str], depth: int, loop: int | None, framework: bool) -> tuple[int, int]:
         """Splice the scope's CFG in; returns (entry, exit) event-node ids."""
-        cfg = build_cfg(scope.body, no_grad=scope.no_grad)
+        cfg = self._cfg(scope)
         side = {
             node.id for node in cfg.nodes
             if node.kind == FOR and self._is_side_loop(node.stmt, scope, aliases)
@@ -157,7 +172,7 @@ class EventGraph:
         parameters, optimizers or callbacks): it is summarised as one event, because such
         iterables are not empty and the body's clears happen whatever the element."""
         kinds = lambda e: self.program.kinds(scope, dotted(e))  # noqa: E731
-        for sub in _calls_and_grad_writes(stmt.body):
+        for sub in self.calls(stmt.body):
             if not isinstance(sub, cst.Call):
                 continue
             event = ev.recognise(sub, kinds, lambda e: False, lambda e: self.program.imports.qualify(e))
@@ -247,7 +262,7 @@ class EventGraph:
                 return None
             return program.imports.qualify(e)
 
-        for sub in _calls_and_grad_writes(expr, fors):
+        for sub in self.calls(expr, fors):
             if isinstance(sub, _GradWrite):
                 owner = self._grad_owner(sub, loop_fors + sub.fors, aliases)
                 yield Event("Z", sub.node, owner, scope, None, framework=framework)
@@ -640,6 +655,8 @@ class OrderAnalysis:
         if any(e.framework for n in self.graph.nodes for e in n.events if e.target == optimizer):
             return
         owned = self._owned_backwards(optimizer)
+        if not owned:
+            return  # no backward feeds this optimizer: nothing to clear or apply twice
         skips = self._skip_edges(optimizer)
         start = tuple(self.start.get(key, 0) for key in self.keys)
         empty = frozenset()
@@ -773,15 +790,12 @@ class OrderAnalysis:
     def _exit_steps(self, optimizer: str, owned: set[int]) -> set[int]:
         """Loop headers after whose loop a step of the optimizer follows before a new backward."""
         found = set()
-        for node in self.graph.nodes:
-            if not node.header:
-                continue
-            test = next((n for n in self.graph.nodes if n.loop_test and n.loop == node.id and any(l is False for _, l in n.succ)), None)
-            if test is None:
+        for test in self.graph.nodes:
+            if not test.loop_test or test.loop is None:
                 continue
             exits = [succ for succ, label in test.succ if label is False]
-            if self._step_before_backward(exits, optimizer, owned):
-                found.add(node.id)
+            if exits and self._step_before_backward(exits, optimizer, owned):
+                found.add(test.loop)
         return found
 
     def _step_before_backward(self, starts: list[int], optimizer: str, owned: set[int]) -> bool:
@@ -901,8 +915,9 @@ def _join(old, new, entering_loop: bool):
 
 def analyse_order(program: Program, code) -> list[Violation]:
     violations: list[Violation] = []
+    cache: dict = {}
     for scope in program.scopes.values():
-        graph = EventGraph(program)
+        graph = EventGraph(program, cache)
         entry, _ = graph.expand(scope, {}, 0, None, False)
         if not any(e.kind in ("S", "SC") for n in graph.nodes for e in n.events):
             continue
