@@ -504,3 +504,61 @@ def test_autograd_grad_writes_no_grad():
             p.grad = g
         opt.step()
     """, [])
+
+
+# ----- shapes from real projects -----
+def test_helper_flag_argument_decides_its_branch():
+    # accelerate's test_sync: the helper's other branch is dead for this call.
+    check("""
+    def update(optimizer, loss, clear_after=True):
+        loss.backward()
+        optimizer.step()
+        if clear_after:
+            optimizer.zero_grad()
+
+    for x in data:
+        update(opt, model(x).sum())
+    """, [])
+
+
+def test_helper_flag_argument_false_keeps_the_finding():
+    check("""
+    def update(optimizer, loss, clear_after=True):
+        loss.backward()  # here
+        optimizer.step()
+        if clear_after:
+            optimizer.zero_grad()
+
+    for x in data:
+        update(opt, model(x).sum(), clear_after=False)
+    """, [("b", "# here", "opt")])
+
+
+def test_stepping_each_optimizer_of_a_collection_is_one_step_each():
+    # speechbrain's optimizers_step: `for opt in optimizers: scaler.step(opt)`.
+    check("""
+    scaler = torch.amp.GradScaler()
+    optimizers = {"main": opt}
+    for x in data:
+        scaler.scale(model(x).sum()).backward()
+        for o in optimizers.values():
+            scaler.step(o)
+        scaler.update()
+        for o in optimizers.values():
+            o.zero_grad(set_to_none=True)
+    """, [])
+
+
+@pytest.mark.xfail(strict=True, reason="first-iteration `if params is not None:` guard: None-ness is not tracked")
+def test_library_zero_grads_function_may_clear():
+    # pyro's opt_eig: `pyro.infer.util.zero_grads(params)` from the second iteration on.
+    check("""
+    import pyro
+    params = None
+    for x in data:
+        if params is not None:
+            pyro.infer.util.zero_grads(params)
+        model(x).sum().backward()
+        params = list(model.parameters())
+        opt.step()
+    """, [])

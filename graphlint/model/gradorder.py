@@ -66,6 +66,7 @@ class ENode:
     binds: tuple = ()  # for a `for` header: the counter it binds and its start value
     back_branch: object = None  # for a test: the branch its back edge is (True/False)
     loop_test: bool = False  # the node whose True/False edges enter/leave a loop's body
+    fixed: object = None  # a test decided by a helper's literal argument (True/False)
 
 
 @dataclass
@@ -118,9 +119,13 @@ class EventGraph:
         if (b, label) not in self.nodes[a].succ:
             self.nodes[a].succ.append((b, label))
 
-    def expand(self, scope: Scope, aliases: dict[str, str], depth: int, loop: int | None, framework: bool) -> tuple[int, int]:
-        """Splice the scope's CFG in; returns (entry, exit) event-node ids."""
+    def expand(self, scope: Scope, aliases: dict[str, str], depth: int, loop: int | None, framework: bool, constants=None) -> tuple[int, int]:
+        """Splice the scope's CFG in; returns (entry, exit) event-node ids.
+
+        ``constants`` are the helper's parameters bound to literals at this call
+        (`train_step(..., do_backward=False)`), which decide tests on them."""
         cfg = self._cfg(scope)
+        self._constants = constants or {}
         side = {
             node.id for node in cfg.nodes
             if node.kind == FOR and self._is_side_loop(node.stmt, scope, aliases)
@@ -138,7 +143,11 @@ class EventGraph:
             if any(header in side for header in node.loops):
                 mapping[node.id] = (first.id, first.id)  # unreachable: its loop is one event
                 continue
+            constants = self._constants
             last = self._fill(first, node, cfg, scope, aliases, depth, framework or self._in_accumulate(cfg, node), node.id in side)
+            self._constants = constants
+            if node.kind == IF:
+                self.nodes[last].fixed = _decide(node.stmt.test, constants)
             mapping[node.id] = (first.id, last)
         for node in cfg.nodes:
             last = self.nodes[mapping[node.id][1]]
@@ -176,8 +185,10 @@ class EventGraph:
             if not isinstance(sub, cst.Call):
                 continue
             event = ev.recognise(sub, kinds, lambda e: False, lambda e: self.program.imports.qualify(e))
-            if isinstance(event, (ev.BackwardCall, ev.StepCall)):
+            if isinstance(event, ev.BackwardCall):
                 return False
+            if isinstance(event, ev.StepCall) and not (_bound_names(stmt.target) & {dotted(event.optimizer)}):
+                return False  # `for opt in optimizers: opt.step()` steps each one once
             if self._helper(sub.func, scope, aliases) is not None:
                 return False
         return True
@@ -225,9 +236,10 @@ class EventGraph:
                         resolved = self.resolve(arg.value, aliases)
                         if resolved:
                             callee_aliases[arg.keyword.value] = resolved
+                constants = _literal_arguments(func, params, call)
                 self.stack.append(func)
                 try:
-                    entry, exit_ = self.expand(callee_scope, callee_aliases, depth + 1, current.loop, framework)
+                    entry, exit_ = self.expand(callee_scope, callee_aliases, depth + 1, current.loop, framework, constants)
                 finally:
                     self.stack.pop()
                 self.link(current.id, entry)
@@ -291,6 +303,12 @@ class EventGraph:
             helper = self._helper(func, scope, aliases)
             if helper is not None:
                 yield helper + (sub,)
+                continue
+            name = dotted(func) or ""
+            if name.rsplit(".", 1)[-1].startswith("zero_grad") and sub.args:
+                # A library's clearing function (`pyro.infer.util.zero_grads(params)`).
+                arg = sub.args[0].value
+                yield Event("Z", sub, self.resolve(arg, aliases), scope, dotted(arg), framework=framework)
                 continue
             if not self._may_clear_arguments(func, scope, qualify):
                 continue
@@ -371,6 +389,51 @@ class EventGraph:
                 return None
             return self.resolve(iterable, aliases)
         return None
+
+
+_LITERALS = {"True": True, "False": False, "None": None}
+
+
+def _literal_arguments(func, params: list[str], call: cst.Call) -> dict:
+    """Helper parameters bound to True/False/None at this call (or by their default)."""
+    values: dict = {}
+    if isinstance(func, cst.FunctionDef):
+        for param in list(func.params.params) + list(func.params.kwonly_params):
+            default = param.default
+            if isinstance(default, cst.Name) and default.value in _LITERALS:
+                values[param.name.value] = _LITERALS[default.value]
+    passed = dict(zip(params, positional(call)))
+    passed.update({arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None})
+    if any(arg.star for arg in call.args):
+        return {}  # *args / **kwargs: which parameter gets what is unknown
+    for name, value in passed.items():
+        if isinstance(value, cst.Name) and value.value in _LITERALS:
+            values[name] = _LITERALS[value.value]
+        else:
+            values.pop(name, None)
+    return values
+
+
+def _decide(test: cst.BaseExpression, constants: dict):
+    """True/False when a test only reads parameters bound to literals, else None."""
+    if not constants:
+        return None
+    if isinstance(test, cst.Name) and test.value in constants:
+        return bool(constants[test.value])
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _decide(test.expression, constants)
+        return None if inner is None else not inner
+    if (
+        isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+        and isinstance(test.left, cst.Name) and test.left.value in constants
+        and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
+    ):
+        operator = test.comparisons[0].operator
+        if isinstance(operator, cst.Is):
+            return constants[test.left.value] is None
+        if isinstance(operator, cst.IsNot):
+            return constants[test.left.value] is not None
+    return None
 
 
 def _bound_names(target: cst.BaseExpression) -> set[str]:
@@ -715,6 +778,8 @@ class OrderAnalysis:
         for succ, label in node.succ:
             taint = False
             branch = node.back_branch if label == BACK else label
+            if node.fixed is not None and branch in (True, False) and branch != node.fixed:
+                continue
             if test is not None and branch in (True, False):
                 if value is not None and value != branch:
                     continue
