@@ -19,7 +19,6 @@ _EXPECT = re.compile(r"expect:\s*((?:GL\d{3}\s*,?\s*)+)")
 # Shapes the analysis does not get right yet. Strict: when one starts passing, the
 # test fails until it is removed from this list, so the list cannot go stale.
 KNOWN_GAPS = {
-    "clean/gl001_accelerate_prepare_dynamic_optimizer.py": "false positive: optimizer built through a factory then prepared",
     "clean/gl001_dcgan_module_classes.py": "false positive: Discriminator(...).to(device) module classes",
     "clean/gl002_conditional_init_or_detach_inplace.py": "false positive: init or detach_() in a branch",
     "GL002/helper_step_returns_attached_state.py": "recurrent state returned by a step helper",
@@ -32,7 +31,6 @@ KNOWN_GAPS = {
     "clean/gl002_detach_hidden_method_recursive.py": "false positive: recursive detach method",
     "clean/gl002_detach_inplace_each_element.py": "false positive: detach_() on each element",
     "clean/gl002_dict_state_detached.py": "false positive: dict state detached per key",
-    "clean/gl003_d2l_sgd_function.py": "false positive: d2l sgd helper (GL001)",
     "clean/gl005_bptt_sum_over_time_steps.py": "false positive: BPTT state re-created per sequence (GL001/GL002)",
     "GL001/wrapper_autograd_backward_actor_critic.py": "torch.autograd.backward on a value sharing the critic's forward",
     "GL001/wrapper_optimizer_backward_hoisted_anchor.py": "finding reported at the wrapper call instead of the helper's backward",

@@ -27,6 +27,7 @@ from graphlint.model.program import ACCELERATOR, CONTAINER, INSTANCE, MODULE, OP
 from graphlint.model.provenance import (
     CERTAIN,
     ELEMENT,
+    PARAMS,
     EMPTY,
     LIKELY,
     MAX_INLINE_DEPTH,
@@ -170,9 +171,10 @@ class _CallEvaluator:
         # One element of a container stands for all of them here; backwarding it
         # frees only that element's graph, which this analysis cannot single out.
         frees = not event.retain and ELEMENT not in value
+        sites = interp.sites
         for origin in value:
             state.traversed.setdefault(origin, self.call)
-            if frees:
+            if frees and origin[0] >= 0 and not sites[origin[0]].leaf:
                 state.freed.setdefault(origin, self.call)
         if not event.writes_grad and keyword(self.call, "create_graph") is not None:
             return value
@@ -259,8 +261,9 @@ class _CallEvaluator:
             return self.instance_call(cls, func)
         if kinds & {OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR}:
             return self.args_value()
-        strength = CERTAIN if MODULE in kinds else LIKELY
-        return self.args_value() | self.forward(strength, func)
+        if MODULE in kinds:
+            return self.args_value() | self.forward(CERTAIN, func)
+        return self.object_args() | self.forward(LIKELY, func)
 
     def qualified_call(self, qualified: str) -> frozenset:
         """A call of something imported: torch, numpy, math, another package."""
@@ -300,14 +303,22 @@ class _CallEvaluator:
         if self.ctx.no_grad:
             return EMPTY
         self.ctx.produced = max(self.ctx.produced, CERTAIN)
+        self.ctx.leaf_created = True
         return frozenset({NEW})
+
+    def object_args(self) -> frozenset:
+        """Arguments of a call that builds an object: parameters and leaves build no graph."""
+        sites = self.interp.sites
+        return frozenset(
+            o for o in self.args_value() if o != PARAMS and not (o[0] >= 0 and sites[o[0]].leaf)
+        )
 
     def maybe_leaf_constructor(self) -> frozenset:
         """``Tensor(data, autograd=True)`` (a custom engine) or ``requires_grad=True``: a new leaf."""
-        value = self.args_value()
+        value = self.object_args()
         if is_true(keyword(self.call, "autograd")) or is_true(keyword(self.call, "requires_grad")):
             return self.leaf()
-        return EMPTY if not value else value
+        return value
 
     def method_call(self, func: cst.Attribute) -> frozenset:
         ctx = self.ctx
@@ -332,7 +343,8 @@ class _CallEvaluator:
             if found is not None:
                 return self.inline_or_unknown(found[1], found[0], owner)
         if method in _PARAMETER_METHODS:
-            return self.leaf()
+            self.args_value()
+            return EMPTY if self.ctx.no_grad else frozenset({PARAMS})
         if kinds & {OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR} and method not in ("scale",):
             if method == "prepare":
                 return self.args_value()

@@ -46,6 +46,9 @@ EMPTY: frozenset = frozenset()
 NEW: Origin = (-1, 0)
 # Marks a value read as one element of a container (``losses[i]``, ``for l in losses``).
 ELEMENT: Origin = (-2, 0)
+# Marks a module's parameters: leaves that require grad. Tensor ops on them build
+# nodes; handing them to a callable (an optimizer factory) builds no graph.
+PARAMS: Origin = (-3, 0)
 
 WEAK, LIKELY, CERTAIN = 1, 2, 3
 MAX_INLINE_DEPTH = 4
@@ -459,6 +462,7 @@ class _StmtContext:
         self.produced = 0  # strength of forward calls made by this statement
         self.callees: set[str] = set()
         self.construct_target: str | None = None
+        self.leaf_created = False
         # Set by an inlined call whose helper returns a tuple: its per-position values.
         self.returned_elements: list | None = None
 
@@ -556,8 +560,10 @@ class _StmtContext:
         interp, site = self.interp, self.site
         inputs = value - {NEW}
         strength = max(self.produced, interp.strength(inputs))
-        if any(interp.sites[o[0]].leaf for o in inputs if o[0] >= 0):
+        if PARAMS in inputs or any(interp.sites[o[0]].leaf for o in inputs if o[0] >= 0):
             strength = 3
+        if self.leaf_created and not (inputs - {PARAMS}):
+            site.leaf = True  # `w = torch.randn(..., requires_grad=True)`: a leaf, never freed
         site.strength = max(site.strength, strength)
         site.callees |= self.callees
         site.loops.update(self.loop_keys)
