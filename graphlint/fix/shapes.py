@@ -157,9 +157,32 @@ class Shapes:
                         outputs.add(_MODULE_OUTPUTS[class_name])
                     elif class_name:
                         outputs.add(self._forward_output(class_name, depth))
+        if not outputs and isinstance(callee, libcst.Name) and self._is_parameter_only(callee.value):
+            # `model` is a parameter (`def train(model, ...)`): when the file defines exactly
+            # one module with a forward, that is the model it trains.
+            outputs.add(self._only_forward_output(depth))
         if len(outputs) != 1:
             return None
         return outputs.pop()
+
+    def _is_parameter_only(self, name: str) -> bool:
+        """A parameter of some function of the file, and not a function or class of it."""
+        parameter = False
+        for node in self.document.walk():
+            if isinstance(node, (libcst.FunctionDef, libcst.ClassDef)) and node.name.value == name:
+                return False
+            if isinstance(node, libcst.Param) and node.name.value == name:
+                parameter = True
+        return parameter
+
+    def _only_forward_output(self, depth: int):
+        classes = [
+            node.name.value
+            for node in self.document.walk()
+            if isinstance(node, libcst.ClassDef)
+            and any(isinstance(n, libcst.FunctionDef) and n.name.value == "forward" for n in node.body.body)
+        ]
+        return self._forward_output(classes[0], depth) if len(classes) == 1 else None
 
     def _forward_output(self, class_name: str, depth: int):
         classes = [n for n in self.document.walk() if isinstance(n, libcst.ClassDef) and n.name.value == class_name]
