@@ -24,7 +24,7 @@ import libcst as cst
 from graphlint.model.walk import children
 
 from graphlint.model import events as ev
-from graphlint.model.cfg import CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STMT, WHILE, WITH, build_cfg
+from graphlint.model.cfg import BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STMT, WHILE, WITH, build_cfg
 from graphlint.model.names import (
     CUTTING_ATTRIBUTES,
     CUTTING_BUILTINS,
@@ -338,7 +338,12 @@ class Interpreter:
                 pending.discard(node_id)
                 self._charge()
                 out = self.transfer(frame, cfg.nodes[node_id], states[node_id].copy())
-                for succ, _label in cfg.nodes[node_id].succ:
+                for succ, label in cfg.nodes[node_id].succ:
+                    if label == BACK:
+                        # Merge only what this path can still backward: another path's
+                        # marks on the same origin must not taint it.
+                        out = out.copy()
+                        out.forget_unreachable()
                     if succ not in states:
                         states[succ] = out.copy()
                         pending.add(succ)
@@ -421,6 +426,10 @@ class Interpreter:
                 container = self.path(frame, stmt.iter)
                 if name and container:
                     frame.iterating[name] = container
+                    if _detaches_in_place(stmt, name):
+                        # `for s in state: s.detach_()` cuts every element of the container.
+                        state.set(container, EMPTY)
+                        ctx._cut(container)
             else:
                 ctx.eval(stmt.test)
             return state
@@ -834,6 +843,23 @@ def _names_in(expr: cst.CSTNode):
         if isinstance(node, (cst.Lambda,)):
             continue
         stack.extend(children(node))
+
+
+def _detaches_in_place(loop: cst.For, name: str) -> bool:
+    """Whether the loop body detaches its loop variable in place on every path."""
+    for line in loop.body.body:
+        if isinstance(line, cst.SimpleStatementLine):
+            for small in line.body:
+                call = small.value if isinstance(small, cst.Expr) else None
+                if (
+                    isinstance(call, cst.Call)
+                    and isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value == "detach_"
+                    and isinstance(call.func.value, cst.Name)
+                    and call.func.value.value == name
+                ):
+                    return True
+    return False
 
 
 def older(origin: Origin) -> Origin:
