@@ -562,3 +562,29 @@ def test_library_zero_grads_function_may_clear():
         params = list(model.parameters())
         opt.step()
     """, [])
+
+
+def test_a_helper_spliced_twice_belongs_to_each_call_separately():
+    # accelerate's test_sync: the same backward helper feeds a plain optimizer at one
+    # call and a framework-managed one at the other; only the plain call counts for it.
+    check("""
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+
+    def step_model(net, x, use_accelerator=True):
+        loss = net(x).sum()
+        if not use_accelerator:
+            loss.backward()  # here
+        else:
+            accelerator.backward(loss)
+
+    for x in data:
+        step_model(model, x, False)
+        opt.step()
+        with accelerator.accumulate(model):
+            step_model(model, x)
+            opt2.step()
+            opt2.zero_grad()
+        if x.sum() > 0:
+            opt.zero_grad()
+    """, [("b", "# here", "opt")])

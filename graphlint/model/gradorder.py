@@ -679,9 +679,10 @@ class OrderAnalysis:
         self._owners[key] = found
         return found
 
-    def _owned_backwards(self, optimizer: str) -> set[int]:
+    def _owned_backwards(self, optimizer: str) -> set[tuple[int, int]]:
+        # Per occurrence: a helper spliced in twice has its backward twice, once per call.
         return {
-            id(event.call)
+            (node.id, index)
             for node in self.graph.nodes for index, event in enumerate(node.events)
             if event.kind == "B" and optimizer in self.owners(node, index)
         }
@@ -852,7 +853,7 @@ class OrderAnalysis:
                     edges.add((node_id, branches[branch][1]))
         return edges
 
-    def _exit_steps(self, optimizer: str, owned: set[int]) -> set[int]:
+    def _exit_steps(self, optimizer: str, owned: set) -> set[int]:
         """Loop headers after whose loop a step of the optimizer follows before a new backward."""
         found = set()
         for test in self.graph.nodes:
@@ -863,7 +864,7 @@ class OrderAnalysis:
                 found.add(test.loop)
         return found
 
-    def _step_before_backward(self, starts: list[int], optimizer: str, owned: set[int]) -> bool:
+    def _step_before_backward(self, starts: list[int], optimizer: str, owned: set) -> bool:
         seen: set[int] = set()
         todo = list(starts)
         while todo:
@@ -873,10 +874,10 @@ class OrderAnalysis:
             seen.add(node_id)
             node = self.graph.nodes[node_id]
             alive = True
-            for event in node.events:
+            for index, event in enumerate(node.events):
                 if event.kind == "S" and event.target == optimizer:
                     return True
-                if (event.kind == "B" and id(event.call) in owned) or (event.kind == "SC" and event.target == optimizer):
+                if (event.kind == "B" and (node_id, index) in owned) or (event.kind == "SC" and event.target == optimizer):
                     alive = False
                     break
             if alive:
@@ -898,7 +899,7 @@ class OrderAnalysis:
             todo.extend(succ for succ, label in node.succ if label != BACK)
         return False
 
-    def _step_follows(self, node: ENode, index: int, residue: tuple, optimizer: str, owned: set[int]) -> bool:
+    def _step_follows(self, node: ENode, index: int, residue: tuple, optimizer: str, owned: set) -> bool:
         """A step of the optimizer may run after this event before any new backward of it."""
         seen: set[tuple[int, tuple]] = set()
         todo = [(node.id, index + 1, residue)]
@@ -908,8 +909,8 @@ class OrderAnalysis:
             node_id, start, current_residue = todo.pop()
             current = self.graph.nodes[node_id]
             alive = True
-            for event in current.events[start:]:
-                if event.kind == "B" and id(event.call) in owned:
+            for index, event in enumerate(current.events[start:], start):
+                if event.kind == "B" and (node_id, index) in owned:
                     alive = False
                     break
                 if event.kind == "SC" and event.target == optimizer:
@@ -925,12 +926,12 @@ class OrderAnalysis:
                     todo.append((succ, 0, succ_residue))
         return False
 
-    def _transfer(self, node: ENode, state, optimizer: str, owned: set[int], record, residue=None):
+    def _transfer(self, node: ENode, state, optimizer: str, owned: set, record, residue=None):
         must, deferred, fresh, applied = state
         empty = frozenset()
         for index, event in enumerate(node.events):
             kind = event.kind
-            if kind == "B" and id(event.call) in owned:
+            if kind == "B" and (node.id, index) in owned:
                 if must is not None:
                     must = must | {event.call}
                 fresh = fresh | {event.call}
