@@ -5,17 +5,29 @@ Follows backward (B), zero_grad (Z) and step (S) of each optimizer over
 every path through a training loop, including the way back to its start,
 and finds:
 
-- (a) gradients cleared before any step applied them: a zero_grad between a
-  backward and the step of its optimizer (`B; Z; S`, `Z; S; B`, `S; B; Z`),
-  or, with a step guarded by a periodic counter (gradient accumulation), a
-  zero_grad that wipes the accumulated gradients on the iterations that skip
-  the step. Reported at that zero_grad.
+- (a) gradients cleared before any step applied them: a zero_grad that, on
+  every path, clears a backward's gradients before a step of its optimizer
+  applied them, and then lets that step run without them (`B; Z; S`,
+  `Z; S; B`, `S; B; Z`); or a zero_grad that wipes gradients accumulation
+  held back from a step: the step is skipped by a periodic counter guard
+  (`if (i + 1) % k == 0:`) or runs only after an inner micro-batch loop.
+  Reported at that zero_grad.
 - (b) gradients applied by two steps: a path from a backward through a step
   to the next step of the same optimizer with no zero_grad in between
   (zero_grad missing, called once per epoch outside the batch loop, or only
   in a branch). Reported at the backward.
 
-A backward belongs to the optimizer whose step first follows it.
+A backward belongs to every optimizer of the first run of steps after it
+(steps with no backward or zero_grad between them): DCGAN's generator
+backward belongs to the generator's optimizer only, and the
+discriminator's zero_grad discarding what it wrote into the discriminator is
+correct. A zero_grad counts for an optimizer when it is that optimizer's, or
+the model's (or `for p in model.parameters(): p.grad = None`) whose
+parameters the optimizer was built on. When unsure (a submodule's
+zero_grad, an unknown call that receives the optimizer or the model) it is
+assumed to clear for (b) and not to clear for (a), so both stay silent. A
+batch dropped on purpose (`if not isfinite(loss): zero_grad(); continue`)
+is not (a): no step runs before the next backward.
 
 ## Why is this bad?
 (a) The step applies zero (or only the last micro-batch's) gradients: the
