@@ -237,9 +237,14 @@ def run(tmp_path_factory):
     notebook.write_text(json.dumps(NOTEBOOK))
     findings.append(Finding("GL003", "zero_grad missing", str(notebook), 3, 5, 3, 20, extra={"cell": 3}))
     findings.append(Finding("GL000", "syntax error", str(folder / "prints.py"), 1, 1, 1, 1))
+    # Sources given in memory are what runs, not the file on disk.
+    in_memory = folder / "in_memory.py"
+    in_memory.write_text("raise SystemExit('the file on disk must not run')\n")
+    findings.append(Finding("GL002", "m", str(in_memory), 7, 1, 7, 1))
+    sources = {str(in_memory): CASES["add_only_state.py"][0].lstrip("\n").encode()}
     digest = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
     runs = {}
-    confirmed = confirm(findings, {}, ConfirmOptions(
+    confirmed = confirm(findings, sources, ConfirmOptions(
         timeout=30, cwd=str(folder), on_file_done=lambda r: runs.__setitem__(Path(r.path).name, r),
     ))
     return findings, confirmed, runs, folder, digest
@@ -321,13 +326,9 @@ def test_an_interpreter_without_torch_is_inconclusive_with_the_reason(tmp_path):
     assert "torch cannot be imported" in result.confirmation.evidence
 
 
-def test_sources_given_in_memory_are_used_instead_of_the_disk(tmp_path):
-    path = tmp_path / "f.py"
-    path.write_text("raise SystemExit('the file on disk must not run')\n")
-    source = CASES["add_only_state.py"][0].lstrip("\n")
-    finding = Finding("GL002", "m", str(path), 7, 1, 7, 1)
-    [result] = confirm([finding], {str(path): source.encode()}, ConfirmOptions(workers=1))
-    assert result.confirmation.status == "confirmed", result.confirmation
+def test_sources_given_in_memory_are_used_instead_of_the_disk(run):
+    [verdict] = [f.confirmation for f in run[1] if f.path.endswith("in_memory.py")]
+    assert verdict.status == "confirmed", verdict
 
 
 def test_not_reproduced_findings_do_not_count_toward_the_exit_code():

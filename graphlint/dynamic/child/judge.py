@@ -193,37 +193,45 @@ def _gl005(probe, index, run):
         return "inconclusive", f"{name} holds {', '.join(foreign)} objects the probe cannot look into"
     if not all(o["complete"] for o in history):
         return "inconclusive", f"the graph held by {name} was too large to walk"
-    growth = _longest_growth(history)
-    if len(growth) >= 3:
-        last = growth[-1]
-        if last["root_ids"] & set(probe.traversed):
-            return "not reproduced", f"{name} grew within an iteration and was then backwarded as the objective"
-        sizes = " -> ".join(str(len(o["nodes"])) for o in growth[-4:])
-        if run.clean:
-            evidence = (
-                f"after line {site.line}, {name} kept the graph of every iteration "
-                f"({sizes} nodes over iterations {growth[0]['iteration']}-{last['iteration']}) "
-                f"and no backward ever used it"
+    chains = _growth_chains(history)
+    traversed = set(probe.traversed)
+    # (b) Growth with no backward at all while it grew (an evaluation loop): a leak
+    # unless a backward uses it later, which only the end of the run can tell.
+    for chain in chains:
+        if len(chain) < 3 or chain[-1]["backwards"] != chain[0]["backwards"]:
+            continue
+        if chain[-1]["root_ids"] & traversed:
+            continue  # the objective, backwarded after the loop (BPTT, REINFORCE)
+        sizes = " -> ".join(str(len(o["nodes"])) for o in chain[-4:])
+        if not run.clean:
+            return "inconclusive", (
+                f"{name} grew ({sizes} nodes), but the run ended before it could be told apart from an "
+                f"objective backwarded later"
             )
-            if probe.driving_used.get(index):
-                evidence += f" (driven with stand-ins: {probe.driving_used[index]})"
-            return "confirmed", evidence
-        return "inconclusive", (
-            f"{name} grew ({sizes} nodes), but the run ended before it could be told apart from an "
-            f"objective backwarded later"
+        evidence = (
+            f"after line {site.line}, {name} kept the graph of every iteration "
+            f"({sizes} nodes over iterations {chain[0]['iteration']}-{chain[-1]['iteration']}) "
+            f"and no backward ever used it"
         )
-    if len(growth) == 2 and not (growth[-1]["root_ids"] & set(probe.traversed)):
-        return "inconclusive", f"{name} grew between two iterations; a third was needed to be sure"
+        if probe.driving_used.get(index):
+            evidence += f" (driven with stand-ins: {probe.driving_used[index]})"
+        return "confirmed", evidence
+    grown = [chain for chain in chains if len(chain) >= 2]
+    if grown and all(chain[-1]["root_ids"] & traversed for chain in grown):
+        return "not reproduced", f"{name} grew within an iteration and was then backwarded as the objective"
+    if len(grown) >= 2:
+        return "not reproduced", f"{name} grew only until it was reset, never past an optimizer step"
+    if grown:
+        return "inconclusive", f"{name} grew and was reset only once; another cycle was needed to be sure"
     return "not reproduced", f"{name} held no graph that outlived its iteration"
 
 
-def _longest_growth(history: list) -> list:
-    best, current = [], []
+def _growth_chains(history: list) -> list:
+    """The observations split where the accumulator stopped holding what it held."""
+    chains: list = []
     for observation in history:
-        if current and _grew(current[-1], observation):
-            current.append(observation)
+        if chains and _grew(chains[-1][-1], observation):
+            chains[-1].append(observation)
         else:
-            current = [observation]
-        if len(current) > len(best):
-            best = list(current)
-    return best
+            chains.append([observation])
+    return chains

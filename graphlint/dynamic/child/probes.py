@@ -187,6 +187,7 @@ class Probe:
         self.backward_count = 0
         self.backward_seen = 0  # every backward and autograd.grad
         self.backward_events: list = []
+        self.step_events: list = []
         self.step_count = 0
         self.optimizers: list = []
         self.gradients = GradientLedger(self)
@@ -433,6 +434,8 @@ class Probe:
         event = self.event("step")
         self.autograd_events += 1
         self.step_count += 1
+        if len(self.step_events) < 10_000:
+            self.step_events.append(event)
         self.gradients.step_begin(event, optimizer)
 
     def scaler_step(self, optimizer) -> None:
@@ -555,6 +558,7 @@ class Probe:
                 "foreign": sorted(contents.foreign),
                 "seq": self.seq,
                 "backwards": self.backward_seen,
+                "steps": self.step_count,
             }
             history = self.accumulations[index]
             history.append(observation)
@@ -562,15 +566,24 @@ class Probe:
                 del history[0]
             if not consumed:
                 continue
-            # Kept across a backward: an earlier observation, made before some later
-            # backward ran, is still inside this one, which has grown since.
+            # Kept across a step: an earlier observation, made before an optimizer step
+            # (two backwards when no torch optimizer steps), is still inside this one, which has
+            # grown since. A sum reset at each step (an accumulation window) never qualifies.
             for earlier in reversed(history[:-1]):
-                if earlier["backwards"] < observation["backwards"] and _grew(earlier, observation):
-                    between = next(e for e in self.backward_events if e.seq > earlier["seq"])
+                if not _grew(earlier, observation):
+                    continue
+                if self.step_count:
+                    outlived = earlier["steps"] < observation["steps"]
+                else:
+                    outlived = observation["backwards"] - earlier["backwards"] >= 2
+                if outlived:
+                    events = self.step_events if self.step_count else self.backward_events
+                    between = next(e for e in events if e.seq > earlier["seq"])
+                    kind = "step" if self.step_count else "backward"
                     self.confirm(
                         index,
                         f"after line {site.line}{_in_iteration(key[2])}, {site.accumulator} still holds the "
-                        f"graph it held before the backward at {self.where(between, index)} and keeps growing "
+                        f"graph it held before the {kind} at {self.where(between, index)} and keeps growing "
                         f"({len(earlier['nodes'])} -> {len(observation['nodes'])} graph nodes)",
                     )
                     break
