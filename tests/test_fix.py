@@ -81,6 +81,15 @@ def test_fixture_without_expected_output_gets_no_fix(path: Path, outcomes) -> No
     assert outcome.text == _read(path), "a fix was applied: add the expected .fixed.py"
 
 
+CLEAN = sorted((FIXTURES / "clean").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", CLEAN, ids=_id)
+def test_clean_fixture_is_left_alone(path: Path) -> None:
+    """Not even the analysis' known false positives on correct code get a fix that changes it."""
+    assert fix_text(_read(path), str(path), unsafe=True).text == _read(path)
+
+
 def test_safe_only_leaves_unsafe_fixes_alone(outcomes) -> None:
     path = FIXTURES / "GL003" / "zero_grad_missing.py"
     outcome = fix_text(_read(path), str(path), unsafe=False)

@@ -41,9 +41,34 @@ def fix(finding: Finding, document: Document) -> Fix | None:
     if code is None:
         return None
     where = _insertion_point(statement, document)
-    if document.previous_statement_code(where) == code:
-        return None  # already cut there (the analysis may still see the state as carried)
+    helper = _repackage_helper(statement, document)
+    if helper is not None and document.code(call.func).strip() == helper:
+        return None  # the "consuming" call is the detaching helper itself
+    if document.previous_statement_code(where) == code or _cut_earlier(state, where, document):
+        return None  # already cut or re-created in this iteration: nothing to add
     return Fix(f"Detach the carried state before this forward: `{code}`", SAFE, (document.insert_before(where, code),))
+
+
+def _cut_earlier(state, where, document: Document) -> bool:
+    """An earlier statement of the same block re-creates the state or cuts it with a detaching helper."""
+    block = document.parent(where)
+    body = list(getattr(block, "body", ()))
+    if where not in body:
+        return False
+    helper = _repackage_helper(where, document)
+    shapes = Shapes(document)
+    for earlier in body[: body.index(where)]:
+        if not isinstance(earlier, libcst.SimpleStatementLine):
+            continue
+        for small in earlier.body:
+            if not isinstance(small, libcst.Assign) or not any(t.target.deep_equals(state) for t in small.targets):
+                continue
+            value = small.value
+            if shapes.of_expr(value) is not None:
+                return True  # torch.zeros(...), (h0, c0), None, x.detach()
+            if isinstance(value, libcst.Call) and helper is not None and document.code(value.func).strip() == helper:
+                return True
+    return False
 
 
 def _insertion_point(statement, document: Document):

@@ -27,7 +27,7 @@ def fix(finding: Finding, document: Document) -> Fix | None:
     if statement is None:
         return None
     accumulator, value = _accumulator_and_value(statement)
-    if value is None or _already_cut(value):
+    if value is None or _already_cut(value) or _feeds_computation(accumulator, statement, document):
         return None
     if isinstance(statement, libcst.Expr):  # losses.append(loss): the container stays a list of tensors
         method = "detach"
@@ -75,6 +75,35 @@ def _accumulator_and_value(statement) -> tuple[libcst.BaseExpression | None, lib
         ):
             return call.func.value, call.args[0].value
     return None, None
+
+
+_COMBINERS = ("stack", "cat", "concat", "hstack", "vstack", "sum", "mean", "backward")
+
+
+def _feeds_computation(accumulator, statement, document: Document) -> bool:
+    """In a module's ``forward``, per-step values combined (``torch.stack(outputs)``) or returned are its output.
+
+    Detaching them would cut training, whatever the finding says: no fix.
+    """
+    function = document.enclosing(statement, libcst.FunctionDef)
+    if accumulator is None or function is None or function.name.value != "forward":
+        return False  # outside a module's forward, collected losses and predictions are history
+    scope = function
+    for node in document.walk(scope):
+        if isinstance(node, libcst.Return) and node.value is not None:
+            if any(n.deep_equals(accumulator) for n in document.walk(node.value)):
+                return True
+        if isinstance(node, libcst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, libcst.Attribute) else getattr(func, "value", None)
+            if name not in _COMBINERS:
+                continue
+            operands = [arg.value for arg in node.args]
+            if isinstance(node.func, libcst.Attribute):
+                operands.append(node.func.value)
+            if any(n.deep_equals(accumulator) for operand in operands for n in document.walk(operand)):
+                return True
+    return False
 
 
 def _already_cut(value: libcst.BaseExpression) -> bool:
