@@ -54,6 +54,8 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             continue  # no forward or backward runs in this loop: nothing new to retain
         if acc.site in facts.backwarded_sites:
             continue  # the accumulator is the objective (BPTT over time steps, REINFORCE)
+        if acc.site in facts.returned_sites:
+            continue  # outputs collected step by step and returned: the caller's objective
         if acc.path in facts.reset_paths.get(acc.loop, ()):
             continue  # reset inside the same loop (after each step, each log window): bounded
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True)]

@@ -234,6 +234,8 @@ class Facts:
         # loop key -> True when a forward or backward runs in that loop
         self.active_loops: set[tuple] = set()
         self.backwarded_sites: set[int] = set()
+        # Sites whose values a module's method returns (outputs collected step by step).
+        self.returned_sites: set[int] = set()
         # loop key -> paths re-assigned (not from themselves) somewhere in that loop
         self.reset_paths: dict[tuple, set[str]] = {}
 
@@ -505,6 +507,11 @@ class _StmtContext:
                     values = None
                     value = self.materialise(self.eval(stmt.value))
                 self.frame.returns = self.frame.returns | value
+                cls = self.frame.scope.cls
+                if cls is not None and cls.is_module:
+                    # A module's outputs (decoder steps stacked and returned) are the
+                    # graph its caller trains through, not a history kept by mistake.
+                    self.interp.facts.returned_sites.update(o[0] for o in value)
                 self._record_returned_elements(values)
         elif isinstance(stmt, cst.Del):
             self._delete(stmt.target)
