@@ -51,7 +51,7 @@ the same condition as the step, after it.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from graphlint.model import Diagnostic, ModuleModel
 
@@ -79,9 +79,15 @@ def _message(model: ModuleModel, violation) -> str:
             f"{model.line(violation.backward)} before {optimizer}.step() applies them; "
             f"call it before the backward (or after the step), under the same condition as the step"
         )
-    first = model.line(violation.first_step) if violation.first_step is not None else None
+    first = (
+        model.line(violation.first_step) if violation.first_step is not None else None
+    )
     again = model.line(violation.step)
-    applied = f"by the step at line {first} and again by the step at line {again}" if first and first != again else f"by the step at line {again} in more than one iteration"
+    applied = (
+        f"by the step at line {first} and again by the step at line {again}"
+        if first and first != again
+        else f"by the step at line {again} in more than one iteration"
+    )
     return (
         f"the gradients of this backward are applied {applied} with no zero_grad in between, "
         f"so every step also applies all earlier gradients; call {optimizer}.zero_grad() once per step"

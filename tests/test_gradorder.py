@@ -34,136 +34,160 @@ def line_of(body: str, marker: str, header: str = HEADER) -> int:
     return next(i for i, text in enumerate(lines, 1) if marker in text)
 
 
-def check(body: str, expected: list[tuple[str, str, str]], header: str = HEADER) -> None:
-    want = {(kind, line_of(body, marker, header), optimizer) for kind, marker, optimizer in expected}
+def check(
+    body: str, expected: list[tuple[str, str, str]], header: str = HEADER
+) -> None:
+    want = {
+        (kind, line_of(body, marker, header), optimizer)
+        for kind, marker, optimizer in expected
+    }
     assert violations(body, header) == want
 
 
 # ----- the three plain orders that clear before the step, and the correct ones -----
-@pytest.mark.parametrize("body", [
-    """
+@pytest.mark.parametrize(
+    "body",
+    [
+        """
     for x in data:
         model(x).sum().backward()
         opt.zero_grad()  # here
         opt.step()
     """,
-    """
+        """
     for x in data:
         opt.zero_grad()  # here
         opt.step()
         model(x).sum().backward()
     """,
-    """
+        """
     for x in data:
         opt.step()
         model(x).sum().backward()
         opt.zero_grad()  # here
     """,
-])
+    ],
+)
 def test_zero_grad_between_backward_and_step(body):
     check(body, [("a", "# here", "opt")])
 
 
-@pytest.mark.parametrize("body", [
-    """
+@pytest.mark.parametrize(
+    "body",
+    [
+        """
     for x in data:
         opt.zero_grad()
         model(x).sum().backward()
         opt.step()
     """,
-    """
+        """
     for x in data:
         model(x).sum().backward()
         opt.step()
         opt.zero_grad()
     """,
-    """
+        """
     for x in data:
         loss = model(x).sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
     """,
-    """
+        """
     for x in data:
         opt.zero_grad(set_to_none=True)
         model(x).sum().backward()
         opt.step()
     """,
-])
+    ],
+)
 def test_correct_orders_are_silent(body):
     check(body, [])
 
 
 # ----- (b) gradients applied by two steps -----
-@pytest.mark.parametrize("body", [
-    """
+@pytest.mark.parametrize(
+    "body",
+    [
+        """
     for x in data:
         model(x).sum().backward()  # here
         opt.step()
     """,
-    """
+        """
     for epoch in range(3):
         opt.zero_grad()
         for x in data:
             model(x).sum().backward()  # here
             opt.step()
     """,
-    """
+        """
     for x in data:
         model(x).sum().backward()  # here
         opt.step()
         if x.sum() > 0:
             opt.zero_grad()
     """,
-    """
+        """
     step = 0
     while step < 10:
         model(data[step]).sum().backward()  # here
         opt.step()
         step += 1
     """,
-])
+    ],
+)
 def test_zero_grad_missing_or_not_on_every_path(body):
     check(body, [("b", "# here", "opt")])
 
 
 # ----- gradient accumulation: periodic guards decided by the counter's residue -----
 def test_accumulation_with_step_and_zero_grad_under_one_guard_is_silent():
-    check("""
+    check(
+        """
     for i, x in enumerate(data):
         (model(x).sum() / 4).backward()
         if (i + 1) % 4 == 0:
             opt.step()
             opt.zero_grad()
-    """, [])
+    """,
+        [],
+    )
 
 
 def test_unconditional_zero_grad_with_periodic_step():
-    check("""
+    check(
+        """
     for i, x in enumerate(data):
         opt.zero_grad()  # here
         model(x).sum().backward()
         if (i + 1) % k == 0:
             opt.step()
-    """, [("a", "# here", "opt")])
+    """,
+        [("a", "# here", "opt")],
+    )
 
 
 def test_zero_grad_and_step_under_the_same_guard_before_the_backward():
-    check("""
+    check(
+        """
     for i, x in enumerate(data):
         if (i + 1) % k == 0:
             opt.zero_grad()  # here
         model(x).sum().backward()
         if (i + 1) % k == 0:
             opt.step()
-    """, [("a", "# here", "opt")])
+    """,
+        [("a", "# here", "opt")],
+    )
 
 
 def test_in_phase_split_counters_are_silent():
     # zero_grad opens the window at i % k == 0, the step closes it one earlier;
     # `or` an unknown last-batch test does not make other steps certain.
-    check("""
+    check(
+        """
     for epoch in range(2):
         for i, x in enumerate(loader):
             if i % k == 0:
@@ -171,22 +195,28 @@ def test_in_phase_split_counters_are_silent():
             model(x).sum().backward()
             if (i + 1) % k == 0 or (i + 1) == len(loader):
                 opt.step()
-    """, [])
+    """,
+        [],
+    )
 
 
 def test_out_of_phase_split_counters():
-    check("""
+    check(
+        """
     for i, x in enumerate(data):
         if i % k == 0:
             opt.zero_grad()  # here
         model(x).sum().backward()
         if (i + 2) % k == 0:
             opt.step()
-    """, [("a", "# here", "opt")])
+    """,
+        [("a", "# here", "opt")],
+    )
 
 
 def test_counter_incremented_by_hand():
-    check("""
+    check(
+        """
     step = 0
     for x in data:
         model(x).sum().backward()
@@ -194,46 +224,58 @@ def test_counter_incremented_by_hand():
         if step % k == 0:
             opt.step()
             opt.zero_grad()
-    """, [])
+    """,
+        [],
+    )
 
 
 def test_counter_with_unknown_values_is_not_periodic():
     # `trainer.global_step` is neither bound by a loop nor incremented here: the
     # guard is an ordinary unknown condition, and the zero_grad in it is "(b): a
     # branch not every path takes".
-    check("""
+    check(
+        """
     for x in data:
         model(x).sum().backward()  # here
         if trainer.global_step % k == 0:
             opt.step()
         if trainer.global_step % k == 0:
             opt.zero_grad()
-    """, [("b", "# here", "opt")])
+    """,
+        [("b", "# here", "opt")],
+    )
 
 
 def test_micro_batch_loop_accumulates_before_one_step():
-    check("""
+    check(
+        """
     for batch in data:
         opt.zero_grad()
         for micro in batch:
             model(micro).sum().backward()
         opt.step()
-    """, [])
+    """,
+        [],
+    )
 
 
 def test_zero_grad_inside_the_micro_batch_loop():
-    check("""
+    check(
+        """
     for batch in data:
         for micro in batch:
             opt.zero_grad()  # here
             model(micro).sum().backward()
         opt.step()
-    """, [("a", "# here", "opt")])
+    """,
+        [("a", "# here", "opt")],
+    )
 
 
 # ----- guards that drop a batch on purpose -----
 def test_non_finite_guard_zero_grad_continue_is_silent():
-    check("""
+    check(
+        """
     for x in data:
         loss = model(x).sum()
         loss.backward()
@@ -242,96 +284,126 @@ def test_non_finite_guard_zero_grad_continue_is_silent():
             continue
         opt.step()
         opt.zero_grad()
-    """, [])
+    """,
+        [],
+    )
 
 
 def test_non_finite_guard_skips_step_then_zero_grad_is_silent():
-    check("""
+    check(
+        """
     for x in data:
         loss = model(x).sum()
         loss.backward()
         if torch.isfinite(loss):
             opt.step()
         opt.zero_grad()
-    """, [])
+    """,
+        [],
+    )
 
 
 # ----- spellings of a clear -----
 def test_grad_none_loop_first_is_a_zero_grad():
-    check("""
+    check(
+        """
     for x in data:
         for p in model.parameters():
             p.grad = None
         model(x).sum().backward()
         opt.step()
-    """, [])
+    """,
+        [],
+    )
 
 
 def test_grad_none_loop_between_backward_and_step():
-    check("""
+    check(
+        """
     for x in data:
         model(x).sum().backward()
         for p in model.parameters():
             if p.grad is not None:
                 p.grad.zero_()  # here
         opt.step()
-    """, [("a", "# here", "opt")])
+    """,
+        [("a", "# here", "opt")],
+    )
 
 
 def test_param_groups_loop_between_backward_and_step():
-    check("""
+    check(
+        """
     for x in data:
         model(x).sum().backward()
         for group in opt.param_groups:
             for p in group["params"]:
                 p.grad = None  # here
         opt.step()
-    """, [("a", "# here", "opt")])
+    """,
+        [("a", "# here", "opt")],
+    )
 
 
 def test_model_zero_grad_clears_the_optimizer_built_on_it():
-    check("""
+    check(
+        """
     for x in data:
         model(x).sum().backward()
         model.zero_grad()  # here
         opt.step()
-    """, [("a", "# here", "opt")])
+    """,
+        [("a", "# here", "opt")],
+    )
 
 
 def test_zero_grad_of_a_submodule_is_not_certain():
-    header = HEADER.replace("nn.Linear(2, 1)", "nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))")
-    check("""
+    header = HEADER.replace(
+        "nn.Linear(2, 1)", "nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))"
+    )
+    check(
+        """
     for x in data:
         model(x).sum().backward()
         model.head.zero_grad()
         opt.step()
-    """, [], header)
+    """,
+        [],
+        header,
+    )
 
 
 # ----- unknown calls that receive the optimizer or the model -----
 def test_unknown_callback_receiving_the_optimizer_may_clear():
-    check("""
+    check(
+        """
     def train(model, loader, optimizer, callbacks):
         for x in loader:
             model(x).sum().backward()
             optimizer.step()
             for cb in callbacks:
                 cb.on_batch_end(model, optimizer)
-    """, [])
+    """,
+        [],
+    )
 
 
 def test_unknown_hook_receiving_the_model_may_clear():
-    check("""
+    check(
+        """
     def fit(model, optimizer, data, after_update):
         for x in data:
             model(x).sum().backward()
             optimizer.step()
             after_update(model)
-    """, [])
+    """,
+        [],
+    )
 
 
 def test_known_framework_calls_do_not_clear():
-    check("""
+    check(
+        """
     scaler = torch.amp.GradScaler()
     for x in data:
         scaler.scale(model(x).sum()).backward()  # here
@@ -339,23 +411,29 @@ def test_known_framework_calls_do_not_clear():
         print(model)
         scaler.step(opt)
         scaler.update()
-    """, [("b", "# here", "opt")])
+    """,
+        [("b", "# here", "opt")],
+    )
 
 
 # ----- helpers of the same module are spliced in -----
 def test_helper_backward_and_step_points_into_the_helper():
-    check("""
+    check(
+        """
     def backward_and_step(loss, optimizer):
         loss.backward()  # here
         optimizer.step()
 
     for x in data:
         backward_and_step(model(x).sum(), opt)
-    """, [("b", "# here", "opt")])
+    """,
+        [("b", "# here", "opt")],
+    )
 
 
 def test_helper_zero_grad_between_backward_and_step():
-    check("""
+    check(
+        """
     def apply_update(net, optimizer):
         optimizer.zero_grad()  # here
         optimizer.step()
@@ -363,11 +441,14 @@ def test_helper_zero_grad_between_backward_and_step():
     for x in data:
         model(x).sum().backward()
         apply_update(model, opt)
-    """, [("a", "# here", "opt")])
+    """,
+        [("a", "# here", "opt")],
+    )
 
 
 def test_nested_helper_called_in_the_loop():
-    check("""
+    check(
+        """
     def train(model, opt, data):
         def update():
             opt.zero_grad()  # here
@@ -376,7 +457,9 @@ def test_nested_helper_called_in_the_loop():
         for x in data:
             model(x).sum().backward()
             update()
-    """, [("a", "# here", "opt")])
+    """,
+        [("a", "# here", "opt")],
+    )
 
 
 # ----- several optimizers -----
@@ -391,7 +474,8 @@ optD = torch.optim.Adam(netD.parameters())
 
 
 def test_dcgan_generator_backward_into_the_discriminator_is_silent():
-    check("""
+    check(
+        """
     for real in data:
         netD.zero_grad()
         netD(real).mean().backward()
@@ -401,11 +485,15 @@ def test_dcgan_generator_backward_into_the_discriminator_is_silent():
         netG.zero_grad()
         netD(fake).mean().backward()
         optG.step()
-    """, [], GAN)
+    """,
+        [],
+        GAN,
+    )
 
 
 def test_generator_optimizer_never_zeroed():
-    check("""
+    check(
+        """
     for real in data:
         netD.zero_grad()
         netD(real).mean().backward()
@@ -414,28 +502,39 @@ def test_generator_optimizer_never_zeroed():
         optD.step()
         netD(fake).mean().backward()  # here
         optG.step()
-    """, [("b", "# here", "optG")], GAN)
+    """,
+        [("b", "# here", "optG")],
+        GAN,
+    )
 
 
 def test_one_backward_stepped_by_two_optimizers_one_cleared_in_between():
-    check("""
+    check(
+        """
     for x in data:
         optG.zero_grad()
         netD(netG(x)).mean().backward()
         optD.zero_grad()  # here
         optG.step()
         optD.step()
-    """, [("a", "# here", "optD")], GAN)
+    """,
+        [("a", "# here", "optD")],
+        GAN,
+    )
 
 
 def test_one_backward_stepped_by_two_optimizers_one_never_zeroed():
-    check("""
+    check(
+        """
     for x in data:
         optG.zero_grad()
         netD(netG(x)).mean().backward()  # here
         optG.step()
         optD.step()
-    """, [("b", "# here", "optD")], GAN)
+    """,
+        [("b", "# here", "optD")],
+        GAN,
+    )
 
 
 def test_a_backward_belongs_to_the_first_run_of_steps_after_it():
@@ -457,15 +556,20 @@ def test_a_backward_belongs_to_the_first_run_of_steps_after_it():
     analysis = OrderAnalysis(graph, entry, module.code_for_node)
     owners = [
         analysis.owners(node, index)
-        for node in graph.nodes for index, event in enumerate(node.events) if event.kind == "B"
+        for node in graph.nodes
+        for index, event in enumerate(node.events)
+        if event.kind == "B"
     ]
     assert owners == [{"optD"}, {"optG"}]
 
 
 # ----- steps that manage gradients themselves -----
 def test_lbfgs_closure_defined_in_the_loop():
-    header = HEADER.replace("SGD(model.parameters(), lr=0.1)", "LBFGS(model.parameters())")
-    check("""
+    header = HEADER.replace(
+        "SGD(model.parameters(), lr=0.1)", "LBFGS(model.parameters())"
+    )
+    check(
+        """
     for i in range(3):
         def closure():
             opt.zero_grad()
@@ -473,7 +577,10 @@ def test_lbfgs_closure_defined_in_the_loop():
             loss.backward()
             return loss
         opt.step(closure)
-    """, [], header)
+    """,
+        [],
+        header,
+    )
 
 
 def test_custom_optimizer_whose_step_clears():
@@ -489,27 +596,35 @@ class PlainSGD(torch.optim.Optimizer):
 model = nn.Linear(2, 1)
 opt = PlainSGD(model.parameters(), {"lr": 0.1})
 """
-    check("""
+    check(
+        """
     for x in data:
         model(x).sum().backward()
         opt.step()
-    """, [], header)
+    """,
+        [],
+        header,
+    )
 
 
 def test_autograd_grad_writes_no_grad():
-    check("""
+    check(
+        """
     for x in data:
         grads = torch.autograd.grad(model(x).sum(), list(model.parameters()))
         for p, g in zip(model.parameters(), grads):
             p.grad = g
         opt.step()
-    """, [])
+    """,
+        [],
+    )
 
 
 # ----- shapes from real projects -----
 def test_helper_flag_argument_decides_its_branch():
     # accelerate's test_sync: the helper's other branch is dead for this call.
-    check("""
+    check(
+        """
     def update(optimizer, loss, clear_after=True):
         loss.backward()
         optimizer.step()
@@ -518,11 +633,14 @@ def test_helper_flag_argument_decides_its_branch():
 
     for x in data:
         update(opt, model(x).sum())
-    """, [])
+    """,
+        [],
+    )
 
 
 def test_helper_flag_argument_false_keeps_the_finding():
-    check("""
+    check(
+        """
     def update(optimizer, loss, clear_after=True):
         loss.backward()  # here
         optimizer.step()
@@ -531,12 +649,15 @@ def test_helper_flag_argument_false_keeps_the_finding():
 
     for x in data:
         update(opt, model(x).sum(), clear_after=False)
-    """, [("b", "# here", "opt")])
+    """,
+        [("b", "# here", "opt")],
+    )
 
 
 def test_stepping_each_optimizer_of_a_collection_is_one_step_each():
     # speechbrain's optimizers_step: `for opt in optimizers: scaler.step(opt)`.
-    check("""
+    check(
+        """
     scaler = torch.amp.GradScaler()
     optimizers = {"main": opt}
     for x in data:
@@ -546,13 +667,19 @@ def test_stepping_each_optimizer_of_a_collection_is_one_step_each():
         scaler.update()
         for o in optimizers.values():
             o.zero_grad(set_to_none=True)
-    """, [])
+    """,
+        [],
+    )
 
 
-@pytest.mark.xfail(strict=True, reason="first-iteration `if params is not None:` guard: None-ness is not tracked")
+@pytest.mark.xfail(
+    strict=True,
+    reason="first-iteration `if params is not None:` guard: None-ness is not tracked",
+)
 def test_library_zero_grads_function_may_clear():
     # pyro's opt_eig: `pyro.infer.util.zero_grads(params)` from the second iteration on.
-    check("""
+    check(
+        """
     import pyro
     params = None
     for x in data:
@@ -561,13 +688,16 @@ def test_library_zero_grads_function_may_clear():
         model(x).sum().backward()
         params = list(model.parameters())
         opt.step()
-    """, [])
+    """,
+        [],
+    )
 
 
 def test_a_helper_spliced_twice_belongs_to_each_call_separately():
     # accelerate's test_sync: the same backward helper feeds a plain optimizer at one
     # call and a framework-managed one at the other; only the plain call counts for it.
-    check("""
+    check(
+        """
     from accelerate import Accelerator
     accelerator = Accelerator()
 
@@ -587,4 +717,6 @@ def test_a_helper_spliced_twice_belongs_to_each_call_separately():
             opt2.zero_grad()
         if x.sum() > 0:
             opt.zero_grad()
-    """, [("b", "# here", "opt")])
+    """,
+        [("b", "# here", "opt")],
+    )

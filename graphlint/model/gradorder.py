@@ -20,7 +20,6 @@ may-sets of fresh and applied gradients (for "applied by two steps").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import product
 
 import libcst as cst
 
@@ -28,7 +27,14 @@ from graphlint.model import events as ev
 from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, WHILE, WITH, build_cfg
 from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, dotted, positional
 from graphlint.model.program import (
-    ACCELERATOR, FORWARD, MODULE, OPTIMIZER, SCALER, SCHEDULER, Program, Scope,
+    ACCELERATOR,
+    FORWARD,
+    MODULE,
+    OPTIMIZER,
+    SCALER,
+    SCHEDULER,
+    Program,
+    Scope,
 )
 
 MAX_DEPTH = 3
@@ -119,7 +125,15 @@ class EventGraph:
         if (b, label) not in self.nodes[a].succ:
             self.nodes[a].succ.append((b, label))
 
-    def expand(self, scope: Scope, aliases: dict[str, str], depth: int, loop: int | None, framework: bool, constants=None) -> tuple[int, int]:
+    def expand(
+        self,
+        scope: Scope,
+        aliases: dict[str, str],
+        depth: int,
+        loop: int | None,
+        framework: bool,
+        constants=None,
+    ) -> tuple[int, int]:
         """Splice the scope's CFG in; returns (entry, exit) event-node ids.
 
         ``constants`` are the helper's parameters bound to literals at this call
@@ -127,7 +141,8 @@ class EventGraph:
         cfg = self._cfg(scope)
         self._constants = constants or {}
         side = {
-            node.id for node in cfg.nodes
+            node.id
+            for node in cfg.nodes
             if node.kind == FOR and self._is_side_loop(node.stmt, scope, aliases)
         }
         mapping: dict[int, tuple[int, int]] = {}
@@ -141,10 +156,22 @@ class EventGraph:
                 if node.kind == FOR:
                     first.binds = _counter_binding(node.stmt)
             if any(header in side for header in node.loops):
-                mapping[node.id] = (first.id, first.id)  # unreachable: its loop is one event
+                mapping[node.id] = (
+                    first.id,
+                    first.id,
+                )  # unreachable: its loop is one event
                 continue
             constants = self._constants
-            last = self._fill(first, node, cfg, scope, aliases, depth, framework or self._in_accumulate(cfg, node), node.id in side)
+            last = self._fill(
+                first,
+                node,
+                cfg,
+                scope,
+                aliases,
+                depth,
+                framework or self._in_accumulate(cfg, node),
+                node.id in side,
+            )
             self._constants = constants
             if node.kind == IF:
                 self.nodes[last].fixed = _decide(node.stmt.test, constants)
@@ -155,7 +182,7 @@ class EventGraph:
             labels = {label for _, label in node.succ}
             if BACK in labels and node.kind in (IF, WHILE):
                 # A branch that ends the loop body goes straight back to the header.
-                last.back_branch = False if True in labels else True
+                last.back_branch = True not in labels
             for succ, label in node.succ:
                 if node.id in side and label is True:
                     continue  # the side loop's body already ran as the header's events
@@ -172,7 +199,12 @@ class EventGraph:
             stmt = cfg.nodes[header].stmt
             for item in stmt.items:
                 call = item.item
-                if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in ("accumulate", "no_sync", "autocast_accumulate"):
+                if (
+                    isinstance(call, cst.Call)
+                    and isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value
+                    in ("accumulate", "no_sync", "autocast_accumulate")
+                ):
                     return True
         return False
 
@@ -180,20 +212,34 @@ class EventGraph:
         """A `for` whose body neither backwards nor steps nor calls a helper (a loop over
         parameters, optimizers or callbacks): it is summarised as one event, because such
         iterables are not empty and the body's clears happen whatever the element."""
-        kinds = lambda e: self.program.kinds(scope, dotted(e))  # noqa: E731
+        kinds = lambda e: self.program.kinds(scope, dotted(e))
         for sub in self.calls(stmt.body):
             if not isinstance(sub, cst.Call):
                 continue
-            event = ev.recognise(sub, kinds, lambda e: False, lambda e: self.program.imports.qualify(e))
+            event = ev.recognise(
+                sub, kinds, lambda e: False, lambda e: self.program.imports.qualify(e)
+            )
             if isinstance(event, ev.BackwardCall):
                 return False
-            if isinstance(event, ev.StepCall) and not (_bound_names(stmt.target) & {dotted(event.optimizer)}):
+            if isinstance(event, ev.StepCall) and not (
+                _bound_names(stmt.target) & {dotted(event.optimizer)}
+            ):
                 return False  # `for opt in optimizers: opt.step()` steps each one once
             if self._helper(sub.func, scope, aliases) is not None:
                 return False
         return True
 
-    def _fill(self, first: ENode, node, cfg: CFG, scope: Scope, aliases, depth: int, framework: bool, side: bool) -> int:
+    def _fill(
+        self,
+        first: ENode,
+        node,
+        cfg: CFG,
+        scope: Scope,
+        aliases,
+        depth: int,
+        framework: bool,
+        side: bool,
+    ) -> int:
         stmt = node.stmt
         exprs: list[tuple[cst.CSTNode, tuple]] = []
         if node.kind in (IF, WHILE):
@@ -208,7 +254,9 @@ class EventGraph:
             exprs = []
         else:
             exprs = [(stmt, ())]
-            if isinstance(stmt, cst.AugAssign) and isinstance(stmt.operator, cst.AddAssign):
+            if isinstance(stmt, cst.AugAssign) and isinstance(
+                stmt.operator, cst.AddAssign
+            ):
                 first.increments = dotted(stmt.target)
         loop_fors = tuple(cfg.nodes[h].stmt for h in node.loops)
         current = first
@@ -218,7 +266,11 @@ class EventGraph:
                     current.events.append(item)
                     continue
                 func, cls, owner_path, call = item
-                if depth >= MAX_DEPTH or func in self.stack or func not in self.program.scopes:
+                if (
+                    depth >= MAX_DEPTH
+                    or func in self.stack
+                    or func not in self.program.scopes
+                ):
                     continue
                 callee_scope = self.program.scope_of(func)
                 callee_aliases = {}
@@ -239,7 +291,14 @@ class EventGraph:
                 constants = _literal_arguments(func, params, call)
                 self.stack.append(func)
                 try:
-                    entry, exit_ = self.expand(callee_scope, callee_aliases, depth + 1, current.loop, framework, constants)
+                    entry, exit_ = self.expand(
+                        callee_scope,
+                        callee_aliases,
+                        depth + 1,
+                        current.loop,
+                        framework,
+                        constants,
+                    )
                 finally:
                     self.stack.pop()
                 self.link(current.id, entry)
@@ -263,10 +322,12 @@ class EventGraph:
             return aliases[root] + ("." + rest if rest else "")
         return path
 
-    def _items(self, expr, fors: tuple, loop_fors: tuple, scope: Scope, aliases, framework):
+    def _items(
+        self, expr, fors: tuple, loop_fors: tuple, scope: Scope, aliases, framework
+    ):
         """Events and helper calls of one expression, in evaluation order."""
         program = self.program
-        kinds = lambda e: program.kinds(scope, dotted(e))  # noqa: E731
+        kinds = lambda e: program.kinds(scope, dotted(e))
 
         def qualify(e):
             name = dotted(e)
@@ -292,12 +353,29 @@ class EventGraph:
                 else:
                     clears = self._step_clears(scope, local)
                     models = frozenset(
-                        self.resolve_path(m, aliases) for m in program.optimizer_models(scope, local or "")
+                        self.resolve_path(m, aliases)
+                        for m in program.optimizer_models(scope, local or "")
                     )
-                    yield Event("S", sub, target, scope, local, clears=clears, framework=framework, models=models)
+                    yield Event(
+                        "S",
+                        sub,
+                        target,
+                        scope,
+                        local,
+                        clears=clears,
+                        framework=framework,
+                        models=models,
+                    )
                 continue
             if isinstance(event, ev.ZeroGradCall):
-                yield Event("Z", sub, self.resolve(event.owner, aliases), scope, dotted(event.owner), framework=framework)
+                yield Event(
+                    "Z",
+                    sub,
+                    self.resolve(event.owner, aliases),
+                    scope,
+                    dotted(event.owner),
+                    framework=framework,
+                )
                 continue
             func = sub.func
             helper = self._helper(func, scope, aliases)
@@ -308,17 +386,34 @@ class EventGraph:
             if name.rsplit(".", 1)[-1].startswith("zero_grad") and sub.args:
                 # A library's clearing function (`pyro.infer.util.zero_grads(params)`).
                 arg = sub.args[0].value
-                yield Event("Z", sub, self.resolve(arg, aliases), scope, dotted(arg), framework=framework)
+                yield Event(
+                    "Z",
+                    sub,
+                    self.resolve(arg, aliases),
+                    scope,
+                    dotted(arg),
+                    framework=framework,
+                )
                 continue
             if not self._may_clear_arguments(func, scope, qualify):
                 continue
             for arg in sub.args:
                 if kinds(arg.value) & {OPTIMIZER, MODULE, FORWARD}:
-                    yield Event("U", sub, self.resolve(arg.value, aliases), scope, dotted(arg.value), framework=framework)
+                    yield Event(
+                        "U",
+                        sub,
+                        self.resolve(arg.value, aliases),
+                        scope,
+                        dotted(arg.value),
+                        framework=framework,
+                    )
 
     def _may_clear_arguments(self, func, scope: Scope, qualify) -> bool:
         """Whether an unknown call could clear the gradients of the optimizer or model it receives."""
-        if isinstance(func, cst.Name) and func.value in CUTTING_BUILTINS | PASSING_BUILTINS:
+        if (
+            isinstance(func, cst.Name)
+            and func.value in CUTTING_BUILTINS | PASSING_BUILTINS
+        ):
             return False
         qualified = qualify(func) or ""
         if qualified.startswith("torch."):
@@ -336,7 +431,9 @@ class EventGraph:
             nested = self._scopes_by_key.get(f"{scope.key}.{func.value}")
             if nested is not None and scope.key != "<module>":
                 return nested.node, None, None
-            if func.value in program.functions and (scope.key == "<module>" or func.value not in scope.locals):
+            if func.value in program.functions and (
+                scope.key == "<module>" or func.value not in scope.locals
+            ):
                 return program.functions[func.value], None, None
             cls = program.class_of_instance(program.kinds(scope, func.value))
             if cls is not None:
@@ -366,7 +463,8 @@ class EventGraph:
             return False
         for sub in _calls_and_grad_writes(found[1].body):
             if isinstance(sub, _GradWrite) or (
-                isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("zero_grad", "zero_")
+                isinstance(sub.func, cst.Attribute)
+                and sub.func.attr.value in ("zero_grad", "zero_")
             ):
                 return True
         return False
@@ -378,13 +476,23 @@ class EventGraph:
             if write.name not in _bound_names(loop_stmt.target):
                 continue
             iterable = loop_stmt.iter
-            if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value in ("parameters", "named_parameters"):
+            if (
+                isinstance(iterable, cst.Call)
+                and isinstance(iterable.func, cst.Attribute)
+                and iterable.func.attr.value in ("parameters", "named_parameters")
+            ):
                 return self.resolve(iterable.func.value, aliases)
-            if isinstance(iterable, cst.Subscript) and isinstance(iterable.value, cst.Name):
+            if isinstance(iterable, cst.Subscript) and isinstance(
+                iterable.value, cst.Name
+            ):
                 # `for p in group['params']` inside `for group in opt.param_groups`
                 group = iterable.value.value
                 for outer in fors[:index]:
-                    if group in _bound_names(outer.target) and isinstance(outer.iter, cst.Attribute) and outer.iter.attr.value == "param_groups":
+                    if (
+                        group in _bound_names(outer.target)
+                        and isinstance(outer.iter, cst.Attribute)
+                        and outer.iter.attr.value == "param_groups"
+                    ):
                         return self.resolve(outer.iter.value, aliases)
                 return None
             return self.resolve(iterable, aliases)
@@ -403,7 +511,9 @@ def _literal_arguments(func, params: list[str], call: cst.Call) -> dict:
             if isinstance(default, cst.Name) and default.value in _LITERALS:
                 values[param.name.value] = _LITERALS[default.value]
     passed = dict(zip(params, positional(call)))
-    passed.update({arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None})
+    passed.update(
+        {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    )
     if any(arg.star for arg in call.args):
         return {}  # *args / **kwargs: which parameter gets what is unknown
     for name, value in passed.items():
@@ -424,9 +534,12 @@ def _decide(test: cst.BaseExpression, constants: dict):
         inner = _decide(test.expression, constants)
         return None if inner is None else not inner
     if (
-        isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-        and isinstance(test.left, cst.Name) and test.left.value in constants
-        and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.left, cst.Name)
+        and test.left.value in constants
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
     ):
         operator = test.comparisons[0].operator
         if isinstance(operator, cst.Is):
@@ -454,7 +567,11 @@ def _counter_binding(stmt: cst.For) -> tuple:
         return ()
     args = positional(iterable)
     target = stmt.target
-    if iterable.func.value == "enumerate" and isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+    if (
+        iterable.func.value == "enumerate"
+        and isinstance(target, (cst.Tuple, cst.List))
+        and target.elements
+    ):
         name = target.elements[0].value
         start_expr = args[1] if len(args) > 1 else None
         for arg in iterable.args:
@@ -518,7 +635,11 @@ def _grad_of(expr: cst.BaseExpression) -> str | None:
     """`p` for `p.grad` / `p.grad.data`."""
     if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
         expr = expr.value
-    if isinstance(expr, cst.Attribute) and expr.attr.value == "grad" and isinstance(expr.value, cst.Name):
+    if (
+        isinstance(expr, cst.Attribute)
+        and expr.attr.value == "grad"
+        and isinstance(expr.value, cst.Name)
+    ):
         return expr.value.value
     return None
 
@@ -554,18 +675,31 @@ def periodic(test: cst.BaseExpression, code) -> Periodic | None:
         right = comparison.comparator
         if isinstance(right, cst.Integer) and right.value == "0":
             return Periodic(key, offset, equal)
-        if isinstance(right, cst.BinaryOperation) and isinstance(right.operator, cst.Subtract) and code(right.left) == key[1] and isinstance(right.right, cst.Integer):
+        if (
+            isinstance(right, cst.BinaryOperation)
+            and isinstance(right.operator, cst.Subtract)
+            and code(right.left) == key[1]
+            and isinstance(right.right, cst.Integer)
+        ):
             return Periodic(key, offset + int(right.right.value), equal)
     return None
 
 
 def _modulo(expr, code):
-    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)):
+    if not (
+        isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)
+    ):
         return None
     counter = expr.left
     offset = 0
-    if isinstance(counter, cst.BinaryOperation) and isinstance(counter.operator, (cst.Add, cst.Subtract)) and isinstance(counter.right, cst.Integer):
-        offset = int(counter.right.value) * (1 if isinstance(counter.operator, cst.Add) else -1)
+    if (
+        isinstance(counter, cst.BinaryOperation)
+        and isinstance(counter.operator, (cst.Add, cst.Subtract))
+        and isinstance(counter.right, cst.Integer)
+    ):
+        offset = int(counter.right.value) * (
+            1 if isinstance(counter.operator, cst.Add) else -1
+        )
         counter = counter.left
     name = dotted(counter)
     if name is None:
@@ -622,7 +756,8 @@ class OrderAnalysis:
                 self.guards[node.id] = node.test
         self.incrementers = {
             node.id: [k for k in self.keys if k[0] == node.increments]
-            for node in graph.nodes if node.increments
+            for node in graph.nodes
+            if node.increments
         }
         self._owners: dict[int, set[str]] = {}
 
@@ -639,7 +774,9 @@ class OrderAnalysis:
 
     def optimizers(self) -> set[str]:
         return {
-            event.target for node in self.graph.nodes for event in node.events
+            event.target
+            for node in self.graph.nodes
+            for event in node.events
             if event.kind in ("S", "SC") and event.target and not event.framework
         }
 
@@ -683,7 +820,8 @@ class OrderAnalysis:
         # Per occurrence: a helper spliced in twice has its backward twice, once per call.
         return {
             (node.id, index)
-            for node in self.graph.nodes for index, event in enumerate(node.events)
+            for node in self.graph.nodes
+            for index, event in enumerate(node.events)
             if event.kind == "B" and optimizer in self.owners(node, index)
         }
 
@@ -701,7 +839,9 @@ class OrderAnalysis:
                 return MAYBE if unknown_call else YES
             if target.startswith(model + "."):
                 return MAYBE  # a submodule: part of the gradients
-        kinds = self.graph.program.kinds(event.scope, event.local) if event.scope else set()
+        kinds = (
+            self.graph.program.kinds(event.scope, event.local) if event.scope else set()
+        )
         if OPTIMIZER in kinds:
             return NO  # another optimizer
         if models and MODULE in kinds:
@@ -710,13 +850,21 @@ class OrderAnalysis:
 
     def _models(self, optimizer: str) -> set[str]:
         return {
-            model for node in self.graph.nodes for step in node.events
-            if step.kind == "S" and step.target == optimizer for model in step.models
+            model
+            for node in self.graph.nodes
+            for step in node.events
+            if step.kind == "S" and step.target == optimizer
+            for model in step.models
         }
 
     # ----- the dataflow -----
     def _solve(self, optimizer: str) -> None:
-        if any(e.framework for n in self.graph.nodes for e in n.events if e.target == optimizer):
+        if any(
+            e.framework
+            for n in self.graph.nodes
+            for e in n.events
+            if e.target == optimizer
+        ):
             return
         owned = self._owned_backwards(optimizer)
         if not owned:
@@ -743,7 +891,9 @@ class OrderAnalysis:
                 value = out
                 # Gradients held back from a step the other branch (or the code after
                 # the loop) takes: accumulation, which a zero_grad must not wipe.
-                if ((node_id, label) in skips or (label == BACK and succ in exit_steps)) and value[0] is not None:
+                if (
+                    (node_id, label) in skips or (label == BACK and succ in exit_steps)
+                ) and value[0] is not None:
                     value = (value[0], value[0], value[2], value[3])
                 entering = self.graph.nodes[succ].header and label != BACK
                 succ_unentered = unentered
@@ -761,11 +911,15 @@ class OrderAnalysis:
         # (a) must hold on every path, tainted or not; (b) only on untainted ones.
         by_point: dict[tuple[int, tuple], tuple] = {}
         for (node_id, residue, tainted, _), state in states.items():
-            by_point[(node_id, residue)] = _join(by_point.get((node_id, residue)), state, False)
+            by_point[(node_id, residue)] = _join(
+                by_point.get((node_id, residue)), state, False
+            )
             if not tainted:
                 self._transfer(self.graph.nodes[node_id], state, optimizer, owned, "b")
         for (node_id, residue), state in by_point.items():
-            self._transfer(self.graph.nodes[node_id], state, optimizer, owned, "a", residue)
+            self._transfer(
+                self.graph.nodes[node_id], state, optimizer, owned, "a", residue
+            )
 
     def _successors(self, node_id: int, residue: tuple):
         node = self.graph.nodes[node_id]
@@ -775,11 +929,20 @@ class OrderAnalysis:
         if test is not None:
             value = self._evaluate(test, residue, unknown=None)
             # `periodic or other`: taking the branch only `other` allows is not certain.
-            taint_true = value is None and isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or) and self._evaluate(test, residue, unknown=False) is False
+            taint_true = (
+                value is None
+                and isinstance(test, cst.BooleanOperation)
+                and isinstance(test.operator, cst.Or)
+                and self._evaluate(test, residue, unknown=False) is False
+            )
         for succ, label in node.succ:
             taint = False
             branch = node.back_branch if label == BACK else label
-            if node.fixed is not None and branch in (True, False) and branch != node.fixed:
+            if (
+                node.fixed is not None
+                and branch in (True, False)
+                and branch != node.fixed
+            ):
                 continue
             if test is not None and branch in (True, False):
                 if value is not None and value != branch:
@@ -864,7 +1027,9 @@ class OrderAnalysis:
                 found.add(test.loop)
         return found
 
-    def _step_before_backward(self, starts: list[int], optimizer: str, owned: set) -> bool:
+    def _step_before_backward(
+        self, starts: list[int], optimizer: str, owned: set
+    ) -> bool:
         seen: set[int] = set()
         todo = list(starts)
         while todo:
@@ -877,7 +1042,9 @@ class OrderAnalysis:
             for index, event in enumerate(node.events):
                 if event.kind == "S" and event.target == optimizer:
                     return True
-                if (event.kind == "B" and (node_id, index) in owned) or (event.kind == "SC" and event.target == optimizer):
+                if (event.kind == "B" and (node_id, index) in owned) or (
+                    event.kind == "SC" and event.target == optimizer
+                ):
                     alive = False
                     break
             if alive:
@@ -894,12 +1061,16 @@ class OrderAnalysis:
                 continue
             seen.add(node_id)
             node = self.graph.nodes[node_id]
-            if any(e.kind in ("S", "SC") and e.target == optimizer for e in node.events):
+            if any(
+                e.kind in ("S", "SC") and e.target == optimizer for e in node.events
+            ):
                 return True
             todo.extend(succ for succ, label in node.succ if label != BACK)
         return False
 
-    def _step_follows(self, node: ENode, index: int, residue: tuple, optimizer: str, owned: set) -> bool:
+    def _step_follows(
+        self, node: ENode, index: int, residue: tuple, optimizer: str, owned: set
+    ) -> bool:
         """A step of the optimizer may run after this event before any new backward of it."""
         seen: set[tuple[int, tuple]] = set()
         todo = [(node.id, index + 1, residue)]
@@ -909,8 +1080,8 @@ class OrderAnalysis:
             node_id, start, current_residue = todo.pop()
             current = self.graph.nodes[node_id]
             alive = True
-            for index, event in enumerate(current.events[start:], start):
-                if event.kind == "B" and (node_id, index) in owned:
+            for position, event in enumerate(current.events[start:], start):
+                if event.kind == "B" and (node_id, position) in owned:
                     alive = False
                     break
                 if event.kind == "SC" and event.target == optimizer:
@@ -926,7 +1097,9 @@ class OrderAnalysis:
                     todo.append((succ, 0, succ_residue))
         return False
 
-    def _transfer(self, node: ENode, state, optimizer: str, owned: set, record, residue=None):
+    def _transfer(
+        self, node: ENode, state, optimizer: str, owned: set, record, residue=None
+    ):
         must, deferred, fresh, applied = state
         empty = frozenset()
         for index, event in enumerate(node.events):
@@ -938,7 +1111,16 @@ class OrderAnalysis:
             elif kind in ("S", "SC") and event.target == optimizer:
                 if record == "b" and kind == "S":
                     for backward, first_step in applied:
-                        self.violations.append(Violation("b", backward, optimizer, backward, event.call, first_step))
+                        self.violations.append(
+                            Violation(
+                                "b",
+                                backward,
+                                optimizer,
+                                backward,
+                                event.call,
+                                first_step,
+                            )
+                        )
                 if kind == "SC" or event.clears:
                     applied = empty
                 else:
@@ -953,10 +1135,14 @@ class OrderAnalysis:
                     for backward in sorted(must, key=id):
                         if backward not in deferred:
                             if starved is None:
-                                starved = self._step_follows(node, index, residue, optimizer, owned)
+                                starved = self._step_follows(
+                                    node, index, residue, optimizer, owned
+                                )
                             if not starved:
                                 continue
-                        self.violations.append(Violation("a", event.call, optimizer, backward, None))
+                        self.violations.append(
+                            Violation("a", event.call, optimizer, backward, None)
+                        )
                 must, deferred, fresh, applied = empty, empty, empty, empty
         return (must, deferred, fresh, applied)
 
