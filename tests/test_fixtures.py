@@ -19,17 +19,13 @@ _EXPECT = re.compile(r"expect:\s*((?:GL\d{3}\s*,?\s*)+)")
 # Shapes the analysis does not get right yet. Strict: when one starts passing, the
 # test fails until it is removed from this list, so the list cannot go stale.
 KNOWN_GAPS = {
-    "clean/gl005_decoder_outputs_collected_in_forward.py": "needs liveness: freed graphs held only by dead variables (loss, mels) taint the next call's inner loop",
-    "clean/gl001_dcgan_module_classes.py": "false positive: Discriminator(...).to(device) module classes",
     "GL002/helper_step_returns_attached_state.py": "recurrent state returned by a step helper",
-    "GL002/lstm_cell_nested_time_loop.py": "state carried across the outer loop of a nested time loop",
     "GL002/word_lm_needs_data.py": "word-LM shape with data loaded from disk",
     "GL004/defaults_lr_from_loss.py": "layer-loop forward helper reported as GL001/GL002",
     "GL005/loss_dict_per_key.py": "d[k] = d.get(k, 0) + value spelling",
     "clean/gl001_two_models_same_batch.py": "false positive: two models on one batch",
     "clean/gl002_detach_hidden_method_recursive.py": "false positive: recursive detach method",
     "clean/gl002_dict_state_detached.py": "false positive: dict state detached per key",
-    "clean/gl005_bptt_sum_over_time_steps.py": "false positive: BPTT state re-created per sequence (GL001/GL002)",
     "GL001/wrapper_autograd_backward_actor_critic.py": "torch.autograd.backward on a value sharing the critic's forward",
     "GL001/wrapper_optimizer_backward_hoisted_anchor.py": "finding reported at the wrapper call instead of the helper's backward",
     "GL001/custom_engine_two_losses_one_forward.py": "custom autograd engine classes defined in the file",

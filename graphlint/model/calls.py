@@ -491,7 +491,7 @@ class _CallEvaluator:
         finally:
             interp._stack.pop()
             interp.suppress_carried -= 1 if outer_carry else 0
-        exit_state.drop_prefix(frame.prefix)
+        exit_state.drop_prefix(frame.prefix, interp.dead_keys())
         if interp.forwards_run > forwards_before:
             interp.runs_forward[func] = True
         ctx.state = exit_state

@@ -24,6 +24,7 @@ import libcst as cst
 from graphlint.model.walk import children
 
 from graphlint.model import events as ev
+from graphlint.model.liveness import live_in
 from graphlint.model.cfg import BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STMT, WHILE, WITH, build_cfg
 from graphlint.model.names import (
     CUTTING_ATTRIBUTES,
@@ -160,26 +161,27 @@ class State:
     def add(self, path: str, value: frozenset) -> None:
         self.env[path] = self.env.get(path, EMPTY) | value
 
-    def drop_prefix(self, prefix: str) -> None:
+    def drop_prefix(self, prefix: str, dead: frozenset = frozenset()) -> None:
         for key in [k for k in self.env if k.startswith(prefix)]:
             del self.env[key]
-        self.forget_unreachable()
+        self.forget_unreachable(dead)
 
-    def forget_unreachable(self) -> None:
+    def forget_unreachable(self, dead: frozenset = frozenset()) -> None:
         """Drop freed/traversed/stepped marks of graphs no variable holds any more.
 
         Such a graph cannot be backwarded again; keeping its marks would, once
         stale instances of a site are merged, taint a newer instance of that site.
         """
         live: set = set()
-        for value in self.env.values():
-            live.update(value)
+        for key, value in self.env.items():
+            if key not in dead:
+                live.update(value)
         for name in ("freed", "traversed", "stepped"):
             table = getattr(self, name)
             for origin in [o for o in table if o not in live]:
                 del table[origin]
 
-    def new_iteration(self, inside) -> None:
+    def new_iteration(self, inside, dead: frozenset = frozenset()) -> None:
         """A loop header: the nodes built inside the loop belong to an earlier iteration.
 
         Without this, a site skipped by a branch in this iteration would keep the
@@ -187,7 +189,7 @@ class State:
         ``inside(site)`` says whether a site runs inside this loop.
         """
         self._age(inside)
-        self.forget_unreachable()
+        self.forget_unreachable(dead)
 
     def _age(self, selected) -> None:
         """Age every origin of the selected sites by one execution (the oldest ones merge)."""
@@ -219,6 +221,7 @@ class Frame:
     # loop variable name -> path of the container it iterates (for `for s in state: s.detach_()`).
     iterating: dict[str, str] = field(default_factory=dict)
     local_defs: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    current: int = 0  # the CFG node being evaluated
 
 
 class Facts:
@@ -256,6 +259,9 @@ class Interpreter:
         self._stack: list[cst.CSTNode] = []
         self._frame_counter = 0
         self.forwards_run = 0
+        # The frames being solved, outermost first (each knows its current node).
+        self.frames: list[Frame] = []
+        self._live: dict[int, dict[int, frozenset[str]]] = {}
         self.runs_forward: dict[cst.CSTNode, bool] = {}
         # Statements whose in-states the final pass keeps (for queries and tests).
         self.watch: set[int] = set()
@@ -334,18 +340,21 @@ class Interpreter:
         pending = {cfg.entry}
         saved_recording = self.recording
         self.recording = False
+        self.frames.append(frame)
         try:
             while pending:
                 node_id = min(pending, key=lambda n: rank.get(n, 0))
                 pending.discard(node_id)
                 self._charge()
+                frame.current = node_id
                 out = self.transfer(frame, cfg.nodes[node_id], states[node_id].copy())
                 for succ, label in cfg.nodes[node_id].succ:
                     if label == BACK:
                         # Merge only what this path can still backward: another path's
                         # marks on the same origin must not taint it.
                         out = out.copy()
-                        out.forget_unreachable()
+                        frame.current = succ
+                        out.forget_unreachable(self.dead_keys())
                     if succ not in states:
                         states[succ] = out.copy()
                         pending.add(succ)
@@ -355,10 +364,28 @@ class Interpreter:
                 self.recording = True
                 for node_id in order:
                     if node_id in states:
+                        frame.current = node_id
                         self.transfer(frame, cfg.nodes[node_id], states[node_id].copy())
         finally:
             self.recording = saved_recording
+            self.frames.pop()
         return states.get(cfg.exit, entry)
+
+    def dead_keys(self) -> frozenset:
+        """Env keys of local variables that no frame on the stack can read again."""
+        dead: set[str] = set()
+        for frame in self.frames:
+            live = self.live_names(frame.cfg).get(frame.current, frozenset())
+            for name in frame.scope.locals:
+                if name not in live and name not in frame.aliases:
+                    dead.add(frame.prefix + name)
+        return frozenset(dead)
+
+    def live_names(self, cfg: CFG) -> dict[int, frozenset[str]]:
+        key = id(cfg)
+        if key not in self._live:
+            self._live[key] = live_in(cfg)
+        return self._live[key]
 
     def _charge(self) -> None:
         self.work += 1
@@ -418,7 +445,7 @@ class Interpreter:
             key = (id(frame.cfg), node.id)
             state.fresh[key] = EMPTY
             sites = self.sites
-            state.new_iteration(lambda site: site >= 0 and key in sites[site].loops)
+            state.new_iteration(lambda site: site >= 0 and key in sites[site].loops, self.dead_keys())
             if kind == FOR:
                 value = ctx.eval(stmt.iter)
                 if value and self.path(frame, stmt.iter) is not None:

@@ -1,0 +1,88 @@
+"""Live variables: which local names may still be read after each CFG node.
+
+A graph held only by a dead variable (``loss`` before it is re-assigned) can
+never be backwarded again, so its freed marks must not outlive it.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from graphlint.model.cfg import CFG, DEF, FOR, IF, MATCH, STMT, WHILE, WITH
+from graphlint.model.walk import children
+
+
+def live_in(cfg: CFG) -> dict[int, frozenset[str]]:
+    uses: dict[int, set[str]] = {}
+    defs: dict[int, set[str]] = {}
+    for node in cfg.nodes:
+        uses[node.id], defs[node.id] = _uses_defs(node)
+    live: dict[int, frozenset[str]] = {node.id: frozenset() for node in cfg.nodes}
+    changed = True
+    while changed:
+        changed = False
+        for node in reversed(cfg.nodes):
+            out: set[str] = set()
+            for succ, _ in node.succ:
+                out |= live[succ]
+            new = frozenset(uses[node.id] | (out - defs[node.id]))
+            if new != live[node.id]:
+                live[node.id] = new
+                changed = True
+    return live
+
+
+def _uses_defs(node) -> tuple[set[str], set[str]]:
+    stmt = node.stmt
+    if stmt is None or node.kind == DEF:
+        return set(), set()
+    if node.kind in (IF, WHILE):
+        return _names(stmt.test), set()
+    if node.kind == MATCH:
+        return _names(stmt.subject), set()
+    if node.kind == FOR:
+        return _names(stmt.iter), _targets(stmt.target)
+    if node.kind == WITH:
+        uses: set[str] = set()
+        defs: set[str] = set()
+        for item in stmt.items:
+            uses |= _names(item.item)
+            if item.asname is not None:
+                defs |= _targets(item.asname.name)
+        return uses, defs
+    if isinstance(stmt, cst.Assign):
+        defs = set()
+        uses = _names(stmt.value)
+        for target in stmt.targets:
+            defs |= _targets(target.target)
+            if not isinstance(target.target, (cst.Name, cst.Tuple, cst.List)):
+                uses |= _names(target.target)
+        return uses, defs
+    return _names(stmt), set()
+
+
+def _targets(target: cst.CSTNode) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        found: set[str] = set()
+        for element in target.elements:
+            found |= _targets(element.value)
+        return found
+    if isinstance(target, cst.StarredElement):
+        return _targets(target.value)
+    return set()
+
+
+def _names(root: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.add(node.value)
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)  # `a.b` reads `a`, not a variable named `b`
+            continue
+        stack.extend(children(node))
+    return found
