@@ -113,6 +113,22 @@ for i in range(4):
     D.zero_grad()  # expect: GL003
     opt_g.step()
 ''', "not reproduced", r"no zero_grad cleared gradients"),
+    # A sum of micro-batch losses reset at every step (window of 3): bounded, not a leak.
+    "window_sum_reset.py": ('''
+import torch
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+window = 0
+for i in range(9):
+    loss = model(torch.randn(3, 4)).pow(2).mean()
+    window += loss  # expect: GL005
+    loss.backward()
+    if (i + 1) % 3 == 0:
+        opt.step()
+        opt.zero_grad()
+        print(window.item())
+        window = 0
+''', "inconclusive", r"grew and was reset only once"),
     # Hard-coded CUDA runs on the CPU.
     "hard_coded_cuda.py": ('''
 import torch

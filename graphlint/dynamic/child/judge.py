@@ -219,6 +219,11 @@ def _gl005(probe, index, run):
     grown = [chain for chain in chains if len(chain) >= 2]
     if grown and all(chain[-1]["root_ids"] & traversed for chain in grown):
         return "not reproduced", f"{name} grew within an iteration and was then backwarded as the objective"
+    if grown and not probe.step_count and any(c[-1]["backwards"] - c[0]["backwards"] >= 2 for c in grown):
+        return "inconclusive", (
+            f"{name} kept graphs across backwards, and with no torch optimizer step there is no telling a "
+            f"leak from a sum reset at each (hand-written) update"
+        )
     if len(grown) >= 2:
         return "not reproduced", f"{name} grew only until it was reset, never past an optimizer step"
     if grown:

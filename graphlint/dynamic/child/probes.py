@@ -566,24 +566,16 @@ class Probe:
                 del history[0]
             if not consumed:
                 continue
-            # Kept across a step: an earlier observation, made before an optimizer step
-            # (two backwards when no torch optimizer steps), is still inside this one, which has
-            # grown since. A sum reset at each step (an accumulation window) never qualifies.
+            # Kept across a step: an earlier observation, made before an optimizer step, is
+            # still inside this one, which has grown since. A sum reset at each step (an
+            # accumulation window) never qualifies; without torch steps we cannot tell.
             for earlier in reversed(history[:-1]):
-                if not _grew(earlier, observation):
-                    continue
-                if self.step_count:
-                    outlived = earlier["steps"] < observation["steps"]
-                else:
-                    outlived = observation["backwards"] - earlier["backwards"] >= 2
-                if outlived:
-                    events = self.step_events if self.step_count else self.backward_events
-                    between = next(e for e in events if e.seq > earlier["seq"])
-                    kind = "step" if self.step_count else "backward"
+                if earlier["steps"] < observation["steps"] and _grew(earlier, observation):
+                    between = next(e for e in self.step_events if e.seq > earlier["seq"])
                     self.confirm(
                         index,
                         f"after line {site.line}{_in_iteration(key[2])}, {site.accumulator} still holds the "
-                        f"graph it held before the {kind} at {self.where(between, index)} and keeps growing "
+                        f"graph it held before the step at {self.where(between, index)} and keeps growing "
                         f"({len(earlier['nodes'])} -> {len(observation['nodes'])} graph nodes)",
                     )
                     break
