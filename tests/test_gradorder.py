@@ -672,10 +672,6 @@ def test_stepping_each_optimizer_of_a_collection_is_one_step_each():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="first-iteration `if params is not None:` guard: None-ness is not tracked",
-)
 def test_library_zero_grads_function_may_clear():
     # pyro's opt_eig: `pyro.infer.util.zero_grads(params)` from the second iteration on.
     check(
@@ -716,6 +712,34 @@ def test_a_helper_spliced_twice_belongs_to_each_call_separately():
             opt2.step()
             opt2.zero_grad()
         if x.sum() > 0:
+            opt.zero_grad()
+    """,
+        [("b", "# here", "opt")],
+    )
+
+
+def test_first_iteration_guard_on_none_is_decided_per_path():
+    check(
+        """
+    previous = None
+    for x in data:
+        if previous is not None:
+            opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+        previous = x
+    """,
+        [],
+    )
+
+
+def test_a_name_never_set_to_none_stays_unknown():
+    check(
+        """
+    for x in data:
+        model(x).sum().backward()  # here
+        opt.step()
+        if x is not None:
             opt.zero_grad()
     """,
         [("b", "# here", "opt")],

@@ -67,6 +67,7 @@ class ENode:
     test: cst.BaseExpression | None = None  # an `if` / `while` test
     header: bool = False  # a loop header
     increments: str | None = None  # counter name incremented here (`step += 1`)
+    assigns: tuple = ()  # (name, assigned None?) for `name = value` here
     loop: int | None = None  # the header id of the innermost loop
     parent_loop: int | None = None  # for a header: the loop around it
     binds: tuple = ()  # for a `for` header: the counter it binds and its start value
@@ -259,6 +260,11 @@ class EventGraph:
             ):
                 first.increments = dotted(stmt.target)
         loop_fors = tuple(cfg.nodes[h].stmt for h in node.loops)
+        assigns = (
+            _plain_assignments(stmt)
+            if node.kind not in (IF, WHILE, FOR, WITH, DEF)
+            else ()
+        )
         current = first
         for expr, fors in exprs:
             for item in self._items(expr, fors, loop_fors, scope, aliases, framework):
@@ -308,6 +314,7 @@ class EventGraph:
                 current = after
         if node.kind in (IF, WHILE):
             current.test = stmt.test  # the node whose edges are the branches
+        current.assigns = assigns
         return current.id
 
     def resolve(self, expr: cst.BaseExpression, aliases) -> str | None:
@@ -500,6 +507,44 @@ class EventGraph:
 
 
 _LITERALS = {"True": True, "False": False, "None": None}
+
+
+def _plain_assignments(stmt) -> tuple:
+    """(name, is None) for each plain name an assignment statement binds."""
+    if not isinstance(stmt, cst.Assign):
+        return ()
+    is_none = isinstance(stmt.value, cst.Name) and stmt.value.value == "None"
+    return tuple(
+        (target.target.value, is_none)
+        for target in stmt.targets
+        if isinstance(target.target, cst.Name)
+    )
+
+
+def _null_test(test: cst.BaseExpression):
+    """(name, negated) for `name is None` (False) / `name is not None` (True)."""
+    if (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.left, cst.Name)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    ):
+        operator = test.comparisons[0].operator
+        if isinstance(operator, cst.Is):
+            return test.left.value, False
+        if isinstance(operator, cst.IsNot):
+            return test.left.value, True
+    return None
+
+
+def _null_tests(test: cst.BaseExpression) -> list:
+    if isinstance(test, cst.BooleanOperation):
+        return _null_tests(test.left) + _null_tests(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _null_tests(test.expression)
+    found = _null_test(test)
+    return [found] if found else []
 
 
 def _literal_arguments(func, params: list[str], call: cst.Call) -> dict:
@@ -754,6 +799,29 @@ class OrderAnalysis:
                     self.start[key] = graph.nodes[header].binds[1]
             if usable:
                 self.guards[node.id] = node.test
+        # Names tested against None and set to None somewhere (`params = None` before the
+        # loop, `params = ...` in it): a first-iteration guard is decided per path.
+        set_to_none = {
+            name for node in graph.nodes for name, is_none in node.assigns if is_none
+        }
+        self.nulls: list[str] = []
+        for node in graph.nodes:
+            if node.test is None:
+                continue
+            for name, _ in _null_tests(node.test):
+                if name in set_to_none and (name in self.nulls or len(self.nulls) < 3):
+                    if name not in self.nulls:
+                        self.nulls.append(name)
+                    self.guards[node.id] = node.test
+        self.assigners = {
+            node.id: [
+                (self.nulls.index(n), none)
+                for n, none in node.assigns
+                if n in self.nulls
+            ]
+            for node in graph.nodes
+            if any(n in self.nulls for n, _ in node.assigns)
+        }
         self.incrementers = {
             node.id: [k for k in self.keys if k[0] == node.increments]
             for node in graph.nodes
@@ -870,7 +938,10 @@ class OrderAnalysis:
         if not owned:
             return  # no backward feeds this optimizer: nothing to clear or apply twice
         skips = self._skip_edges(optimizer)
-        start = tuple(self.start.get(key, 0) for key in self.keys)
+        # Counter residues, then None-ness of `self.nulls` (0 unknown, 1 None, 2 not None).
+        start = tuple(self.start.get(key, 0) for key in self.keys) + (0,) * len(
+            self.nulls
+        )
         empty = frozenset()
         # state: (must or None for "not decided yet", deferred, fresh, applied)
         initial = (empty, empty, empty, empty)
@@ -964,6 +1035,12 @@ class OrderAnalysis:
             if left is False or right is False:
                 return False
             return True if left is True and right is True else None
+        null = _null_test(test)
+        if null is not None and null[0] in self.nulls:
+            status = residue[len(self.keys) + self.nulls.index(null[0])]
+            if status == 0:
+                return unknown
+            return (status == 2) if null[1] else (status == 1)
         atom = periodic(test, self.code)
         if atom is not None and atom.key in self.keys:
             index = self.keys.index(atom.key)
@@ -976,9 +1053,13 @@ class OrderAnalysis:
 
     def _increment(self, node_id: int, residue: tuple) -> tuple:
         keys = self.incrementers.get(node_id)
-        if not keys:
+        assigned = self.assigners.get(node_id)
+        if not keys and not assigned:
             return residue
         values = list(residue)
+        for index, is_none in assigned or ():
+            values[len(self.keys) + index] = 1 if is_none else 2
+        keys = keys or ()
         for key in keys:
             index = self.keys.index(key)
             values[index] = (values[index] + 1) % _PERIODS[index]
