@@ -19,7 +19,7 @@ may-sets of fresh and applied gradients (for "applied by two steps").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import libcst as cst
 
@@ -657,7 +657,7 @@ def _calls_and_grad_writes(root, fors: tuple = ()):
                 if name:
                     out.append(_GradWrite(target.target, name, fors))
             return
-        for child in node.children:
+        for child in _children(node):
             visit(child, fors)
         if isinstance(node, cst.Call):
             func = node.func
@@ -674,6 +674,25 @@ def _calls_and_grad_writes(root, fors: tuple = ()):
     else:
         visit(root, fors)
     return out
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _children(node: cst.CSTNode):
+    """A node's children in source order, read off its fields (libcst's `children`
+    runs a visitor per call, the bulk of this analysis' time on large files)."""
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = _FIELDS[type(node)] = tuple(f.name for f in fields(node))
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, cst.CSTNode):
+                    yield item
 
 
 def _grad_of(expr: cst.BaseExpression) -> str | None:
