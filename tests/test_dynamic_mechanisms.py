@@ -129,6 +129,22 @@ for i in range(9):
         print(window.item())
         window = 0
 ''', "inconclusive", r"grew and was reset only once"),
+    # Gradient surgery (PCGrad): grads saved, cleared, combined and assigned by hand.
+    "gradient_surgery.py": ('''
+import torch
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(4):
+    out = model(torch.randn(3, 4))
+    out[:, 0].mean().backward(retain_graph=True)
+    first = [p.grad.clone() for p in model.parameters()]
+    opt.zero_grad()  # expect: GL003
+    out[:, 1].mean().backward()
+    for p, g in zip(model.parameters(), first):
+        p.grad = (p.grad + g) / 2
+    opt.step()
+    opt.zero_grad()
+''', "inconclusive", r"gradients assigned by hand"),
     # Hard-coded CUDA runs on the CPU.
     "hard_coded_cuda.py": ('''
 import torch

@@ -36,6 +36,8 @@ class GradientLedger:
         self.snapshots: dict = {}
         self.candidates: list = []
         self.cut_short: set = set()
+        self.autograd_grads: dict = {}  # parameter id -> the .grad object the last backward left
+        self.reassigned: set = set()  # findings whose step met gradients assigned by hand
 
     def backward(self, event, leaves: dict) -> None:
         event.extra["leaves"] = leaves
@@ -61,6 +63,8 @@ class GradientLedger:
         if leaves is None:
             return
         event.extra["written"] = {pid: _finite(t) for pid, t in leaves.items() if has_grad(t)}
+        for pid, tensor in leaves.items():
+            self.autograd_grads[pid] = tensor.grad  # the gradient object autograd left there
 
     def before_clear(self, sid: int) -> None:
         snapshot = {}
@@ -139,11 +143,17 @@ class GradientLedger:
                 candidate["other_step"] = True
                 remaining.append(candidate)
                 continue
-            if self._cut_short(backward, clear):
-                self.cut_short.update(indexes)
-                continue
             # The zero_grad's finding, and one reported at the backward whose gradients were lost.
-            for index in list(indexes) + [i for i in probe.targets_at(backward.lines, "GL003") if i not in indexes]:
+            concerned = list(indexes) + [i for i in probe.targets_at(backward.lines, "GL003") if i not in indexes]
+            if self._cut_short(backward, clear):
+                self.cut_short.update(concerned)
+                continue
+            if self._assigned_by_hand(hit, params):
+                # p.grad = combined (gradient surgery): the cleared gradients may live on in
+                # what was assigned; nothing says they were lost.
+                self.reassigned.update(concerned)
+                continue
+            for index in concerned:
                 probe.confirm(
                     index,
                     f"the zero_grad at {probe.where(clear, index)} cleared the gradients of the backward at "
@@ -185,6 +195,14 @@ class GradientLedger:
                 self.applied[pid] = (param, event)
             else:
                 self.applied.pop(pid, None)
+
+    def _assigned_by_hand(self, pids: set, params: dict) -> bool:
+        for pid in pids:
+            param = params.get(pid)
+            grad = getattr(param, "grad", None)
+            if grad is not None and grad is not self.autograd_grads.get(pid):
+                return True
+        return False
 
     def _cut_short(self, backward, clear) -> bool:
         """The backward's loop was stopped by us before the clear: real code might differ."""

@@ -168,6 +168,11 @@ def _gl002(probe, index, run):
 def _gl003(probe, index, run):
     if index in probe.gradients.cut_short:
         return "inconclusive", "the only cleared gradients were left over by a loop that graphlint cut short"
+    if index in probe.gradients.reassigned:
+        return "inconclusive", (
+            "gradients were cleared before the step, but the step met gradients assigned by hand, "
+            "which may carry the cleared ones"
+        )
     if probe.step_count < MIN_ITERATIONS or probe.backward_count < MIN_ITERATIONS:
         return "inconclusive", (
             f"saw {probe.backward_count} torch backward(s) and {probe.step_count} torch optimizer step(s); "

@@ -414,7 +414,10 @@ class Probe:
         freed_error = "backward through the graph a second time" in message or "already been freed" in message
         inplace_error = "modified by an inplace operation" in message
         for index in self.targets_at(event.lines, "GL001"):
-            after_step = inplace_error and event.extra.get("retained") and self.step_count
+            # "modified by an inplace operation" is GL001 only when a step ran between the
+            # earlier (retained) backward and this one: the step modified what it saved.
+            last_step = self.step_events[-1].seq if self.step_events else -1
+            after_step = inplace_error and any(r.first.seq < last_step for r in event.extra.get("retained") or [])
             if error is not None and (freed_error or after_step):
                 self.confirm(index, f'{type(error).__name__} "{_headline(message)}" at {self.where(event, index)}')
             elif freed:
