@@ -7,7 +7,10 @@ many files. It never raises: anything it cannot analyse becomes a GL000 finding.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 from graphlint import suppress
 from graphlint.finding import Finding
@@ -20,6 +23,59 @@ __all__ = ["check_source", "unanalysable"]
 # libcst's parser and our recursive walks need headroom for deeply nested code;
 # past this we report GL000 instead of crashing.
 _RECURSION_LIMIT = 10_000
+
+# CPU seconds the model and rules may spend on one file. The model's step budget
+# bounds its fixpoint iterations, but not the cost of one step, which grows with
+# the file (50,000 statements in one loop, a 50,000-element literal); past this
+# the file gets a GL000 "analysis cut short" and the run goes on. CPU time, not
+# wall time, so a loaded machine (CI, a pool of workers) does not change results.
+ANALYSIS_CPU_SECONDS = 10.0
+
+
+class _OutOfTime(BaseException):
+    """Raised in the analysis when its CPU time is spent (BaseException: no `except Exception` swallows it)."""
+
+
+class _Limit:
+    expired = False
+
+
+@contextmanager
+def _cpu_time_limit(seconds: float | None):
+    """Interrupt the block after ``seconds`` of this process's CPU time.
+
+    Only where a signal can be used safely: on the main thread, with the
+    virtual timer free (a host program that uses it keeps it; then the
+    analysis runs unlimited, bounded by the model's step budget alone).
+    Yields an object whose ``expired`` tells, after the fact, whether the
+    limit fired: code interrupted mid-cleanup (a libcst context manager)
+    may raise its own error in place of ours.
+    """
+    limit = _Limit()
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+        and signal.getitimer(signal.ITIMER_VIRTUAL)[0] == 0
+    )
+    if not usable:
+        yield limit
+        return
+    armed = True
+
+    def expire(signum, frame) -> None:
+        if armed:  # a signal landing after the block finished must not escape
+            limit.expired = True
+            raise _OutOfTime
+
+    previous = signal.signal(signal.SIGVTALRM, expire)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield limit
+    finally:
+        armed = False
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, previous)
 
 
 def check_source(source: str | bytes, path: str, codes: frozenset[str] | None = None) -> list[Finding]:
@@ -54,26 +110,23 @@ def _findings(source: str | bytes, path: str, codes: frozenset[str] | None) -> l
         module = parse(source, path)
         if isinstance(module, Finding):
             return [module]
-        findings: list[Finding] = []
-        model = build_model(module, source)
-        for rule in ALL_RULES:
-            if codes is not None and rule.CODE not in codes:
-                continue
-            for diagnostic in rule.check(model):
-                span = diagnostic.span
-                findings.append(
-                    Finding(
-                        rule.CODE,
-                        diagnostic.message,
-                        path,
-                        span.line,
-                        span.col,
-                        span.end_line,
-                        span.end_col,
-                    )
-                )
-        if model.truncated:
-            findings.append(unanalysable(path, model.truncated))
+        # The parse is not timed: libcst parses on a thread of its own that a
+        # signal cannot stop, and source.py already bounds its input.
+        with _cpu_time_limit(ANALYSIS_CPU_SECONDS) as limit:
+            try:
+                findings = _rule_findings(module, source, path, codes)
+            except Exception:
+                if limit.expired:
+                    raise _OutOfTime from None
+                raise
+    except _OutOfTime:
+        return [
+            unanalysable(
+                path,
+                f"analysis cut short: it needed more than {ANALYSIS_CPU_SECONDS:g} s of CPU time; "
+                "this file was not checked",
+            )
+        ]
     except RecursionError:
         return [unanalysable(path, "code is nested too deeply to analyse")]
     except MemoryError:
@@ -82,3 +135,19 @@ def _findings(source: str | bytes, path: str, codes: frozenset[str] | None) -> l
         sys.setrecursionlimit(old_limit)
     # Suppressions are applied here and nowhere else (see graphlint/suppress.py).
     return suppress.apply(sorted(set(findings), key=Finding.sort_key), source)
+
+
+def _rule_findings(module, source: str, path: str, codes: frozenset[str] | None) -> list[Finding]:
+    findings: list[Finding] = []
+    model = build_model(module, source)
+    for rule in ALL_RULES:
+        if codes is not None and rule.CODE not in codes:
+            continue
+        for diagnostic in rule.check(model):
+            span = diagnostic.span
+            findings.append(
+                Finding(rule.CODE, diagnostic.message, path, span.line, span.col, span.end_line, span.end_col)
+            )
+    if model.truncated:
+        findings.append(unanalysable(path, model.truncated))
+    return findings

@@ -40,8 +40,10 @@ def _register_hypothesis_profiles() -> None:
 
     slow_generation = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
     settings.register_profile("default", max_examples=25, deadline=None, suppress_health_check=slow_generation)
+    # GRAPHLINT_FUZZ_EXAMPLES sizes a session to the time at hand (per property test).
+    fuzz_examples = int(os.environ.get("GRAPHLINT_FUZZ_EXAMPLES", "5000"))
     settings.register_profile(
-        "fuzz", max_examples=5_000, deadline=None, suppress_health_check=slow_generation, print_blob=True
+        "fuzz", max_examples=fuzz_examples, deadline=None, suppress_health_check=slow_generation, print_blob=True
     )
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
