@@ -255,6 +255,7 @@ def summarise(files: list[Path], sweep: SweepResult, cli: dict | None, cli_jobs1
         "files": len(files), "bytes": total_bytes, "analysed": len(analysed), "seconds": sweep.seconds,
         "per_rule": dict(per_rule), "gl000": dict(gl000), "crashes": crashes, "hangs": sweep.hangs,
         "noise": noisy, "slowest": [(r["path"], r["seconds"]) for r in slowest],
+        "flagged": sorted({r["path"] for r in records if any(f[0] != "GL000" for f in r["findings"])}),
     }
     if cli is not None:
         lines.append(f"pass 2 (graphlint check, --jobs 2): {cli['seconds']:.1f} s, exit {cli['status']}, "

@@ -221,11 +221,10 @@ def test_command_line_json(seed_file, seed, raw, tmp_path_factory):
     assert result.exit_code == (1 if reported else 0)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_command_line_same_output_for_every_jobs_value(seed, tmp_path):
+def test_command_line_same_output_for_every_jobs_value(tmp_path):
     """Every fixture, mutated: the real executable, run with 1 and 2 workers and twice with 2."""
     for index, path in enumerate(SEEDS):
-        mutated = mutate(SEED_TEXT[path], seed * 10_000 + index, 2).encode("utf-8")
+        mutated = mutate(SEED_TEXT[path], 10_000 + index, 2).encode("utf-8")
         if index % 7 == 0:
             mutated = splice_bytes(mutated, random.Random(index))
         (tmp_path / f"{index:03d}_{path.name}").write_bytes(mutated)
