@@ -36,7 +36,7 @@ UNDRIVABLE = {
 # A wrong finding may honestly stay inconclusive (never confirmed) for these reasons;
 # the aggregate test below keeps that rare.
 HONEST_REASONS = re.compile(
-    r"no torch backward"  # a hand-written autograd engine: the probes see torch autograd only
+    r"no torch backward|never produced a tensor"  # a hand-written autograd engine: probes see torch only
     r"|torch optimizer step"  # a hand-written optimizer (d2l's sgd)
     r"|only \d complete iteration"  # the line sits in a branch taken once (`if step == 2:`)
     r"|of the loop never ran"  # a branch of the loop never taken, so not every path was tried

@@ -294,7 +294,7 @@ class _Planner:
                 self.site_of_stmt[id(stmt)] = site
             site.findings.append(index)
             site.codes.add(code)
-            if code == "GL005" and site.accumulator is None:
+            if code in ("GL004", "GL005") and site.accumulator is None:
                 acc = accumulator_of(stmt)
                 if acc is not None:
                     site.accumulator = ast.get_source_segment(self.source, acc) or "accumulator"
@@ -447,9 +447,9 @@ class _Rewriter(ast.NodeTransformer):
         return before + [stmt] + after
 
     def _after_hook(self, site: Site, stmt: ast.stmt) -> list:
-        # GL005 inspects what the statement accumulates into; GL002 also inspects what
-        # it assigns (state updated by operators, with no call to wrap).
-        acc = accumulator_of(stmt) if site.codes & {"GL002", "GL005"} else None
+        # GL005 inspects what the statement accumulates into, GL004 what it assigns (the
+        # hyperparameter, read back), GL002 too (state updated by operators, no call to wrap).
+        acc = accumulator_of(stmt) if site.codes & {"GL002", "GL004", "GL005"} else None
         if acc is None:
             return _parse_stmts(f"{PROBE}.after({site.sid}, {PROBE}.UNREADABLE)", stmt)
         hook = _parse_stmts(

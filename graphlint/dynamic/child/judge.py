@@ -156,8 +156,10 @@ def _gl001(probe, index, run):
 
 def _gl002(probe, index, run):
     sizes = probe.forward_sizes[index]
-    if not all(complete for _, _, complete in sizes):
+    if not all(complete for _, _, complete, _ in sizes):
         return "inconclusive", "the call's graph was too large to walk"
+    if not any(tensors for _, _, _, tensors in sizes):
+        return "inconclusive", "the line never produced a tensor the probe could follow"
     if probe.backward_count == 0:
         return "inconclusive", (
             "no torch backward ran, so no state could outlive one (the probes see torch autograd only)"
@@ -182,8 +184,6 @@ def _gl003(probe, index, run):
 
 
 def _gl004(probe, index, run):
-    if not probe.optimizers:
-        return "inconclusive", "no torch optimizer was created, so there were no hyperparameters to inspect"
     return "not reproduced", "no optimizer hyperparameter held a tensor with grad_fn"
 
 

@@ -331,7 +331,7 @@ class Probe:
             if "GL003" in site.codes:
                 self.gradients.after_clear(sid)
             if "GL004" in site.codes:
-                self._check_hyperparameters(site)
+                self._check_hyperparameters(site, value)
             if "GL005" in site.codes:
                 self._observe_accumulator(site, value)
         except Exception as error:
@@ -467,7 +467,7 @@ class Probe:
         for index in indexes:
             start = self.iteration_start(index)
             iteration = self.iteration_of(index)
-            self.forward_sizes[index].append((iteration, len(walk.nodes), walk.complete))
+            self.forward_sizes[index].append((iteration, len(walk.nodes), walk.complete, bool(contents.tensors)))
             consumed = [
                 self.traversed[k] for k in walk.nodes if k in self.traversed and self.traversed[k].first.seq < start
             ]
@@ -482,7 +482,7 @@ class Probe:
 
     def _growth(self, index: int) -> str:
         sizes = []
-        for iteration, size, _ in self.forward_sizes[index]:
+        for iteration, size, _, _ in self.forward_sizes[index]:
             if sizes and sizes[-1][0] == iteration:
                 sizes[-1] = (iteration, max(size, sizes[-1][1]))
             else:
@@ -504,33 +504,41 @@ class Probe:
                 values[(id(opt), "defaults", None, key)] = (opt, value)
         return values
 
-    def _check_hyperparameters(self, site) -> None:
-        before = self.hyper_snapshots.pop(site.sid, {})
-        for key, (opt, value) in self._hyperparameters().items():
+    def _check_hyperparameters(self, site, value) -> None:
+        indexes = [i for i in site.findings if self.plan.targets[i].code == "GL004"]
+        if not indexes:
+            return
+        at = f"line {site.line}"
+        # What the statement wrote, read back: any optimizer, torch's or not.
+        if value is not self.UNREADABLE:
             for tensor in graphs.tensors_in(value).tensors:
-                if tensor.grad_fn is None:
-                    continue
-                old = before.get(key)
-                if old is not None and old[1] is value:
-                    continue  # set elsewhere, not by this statement
-                _, where, g, name = key
-                slot = f"param_groups[{g}][{name!r}]" if where == "param_groups" else f"defaults[{name!r}]"
-                size = len(graphs.walk([tensor.grad_fn], limit=100_000).nodes)
-                for index in site.findings:
-                    if self.plan.targets[index].code == "GL004":
-                        iteration = self.iteration_of(index)
-                        at = f"line {site.line}" + (f" in iteration {iteration}" if iteration else "")
-                        self.confirm(
-                            index,
-                            f"after {at}, optimizer.{slot} holds a tensor with "
-                            f"grad_fn={graphs.node_name(tensor.grad_fn)} ({size} graph node(s))",
-                        )
-                return
-        if not self.live_optimizers():
-            for index in site.findings:
-                note = "no torch optimizer existed when the line ran"
-                if self.plan.targets[index].code == "GL004" and note not in self.notes[index]:
-                    self.notes[index].append(note)
+                if tensor.grad_fn is not None:
+                    self._confirm_hyperparameter(indexes, at, site.accumulator or "the assigned value", tensor)
+                    return
+        before = self.hyper_snapshots.pop(site.sid, {})
+        for key, (opt, held) in self._hyperparameters().items():
+            old = before.get(key)
+            if old is not None and old[1] is held:
+                continue  # set elsewhere, not by this statement
+            for tensor in graphs.tensors_in(held).tensors:
+                if tensor.grad_fn is not None:
+                    _, where, g, name = key
+                    slot = f"param_groups[{g}][{name!r}]" if where == "param_groups" else f"defaults[{name!r}]"
+                    self._confirm_hyperparameter(indexes, at, f"optimizer.{slot}", tensor)
+                    return
+        if value is self.UNREADABLE and not self.live_optimizers():
+            for index in indexes:
+                self._note(index, "no torch optimizer existed when the line ran, and what it wrote could not be read")
+
+    def _confirm_hyperparameter(self, indexes: list, at: str, slot: str, tensor) -> None:
+        size = len(graphs.walk([tensor.grad_fn], limit=100_000).nodes)
+        for index in indexes:
+            iteration = self.iteration_of(index)
+            self.confirm(
+                index,
+                f"after {at}{_in_iteration(iteration)}, {slot} holds a tensor with "
+                f"grad_fn={graphs.node_name(tensor.grad_fn)} ({size} graph node(s))",
+            )
 
     # -- GL005: an accumulator that keeps every iteration's graph --------------------
 
