@@ -97,8 +97,10 @@ class ModuleModel:
 
 
 # Per-file work bounds: a pathological file becomes a GL000 "cut short", never a hang.
+# The step budget is deterministic (same file, same findings, whatever the load);
+# the wall clock is only a safety net well above it.
 DEFAULT_STEPS = 200_000
-DEFAULT_SECONDS = 5.0
+DEFAULT_SECONDS = 20.0
 
 
 def build_model(

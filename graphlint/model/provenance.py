@@ -345,7 +345,7 @@ class Interpreter:
             while pending:
                 node_id = min(pending, key=lambda n: rank.get(n, 0))
                 pending.discard(node_id)
-                self._charge()
+                self._charge(len(states[node_id].env))
                 frame.current = node_id
                 out = self.transfer(frame, cfg.nodes[node_id], states[node_id].copy())
                 for succ, label in cfg.nodes[node_id].succ:
@@ -387,11 +387,13 @@ class Interpreter:
             self._live[key] = live_in(cfg)
         return self._live[key]
 
-    def _charge(self) -> None:
-        self.work += 1
+    def _charge(self, live_values: int = 0) -> None:
+        # A step costs more the more values are live (copies, joins and ageing walk
+        # them all), so the deterministic budget bounds the real work.
+        self.work += 1 + live_values // 32
         if self.work > self.budget:
             raise AnalysisBudgetExceeded(f"analysis budget of {self.budget} steps exceeded")
-        if self.deadline is not None and self.work % 64 == 0 and time.monotonic() > self.deadline:
+        if self.deadline is not None and time.monotonic() > self.deadline:
             raise AnalysisBudgetExceeded(f"analysis took longer than {self.seconds:g} s")
 
     # ----- paths -----
