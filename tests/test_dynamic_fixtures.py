@@ -16,14 +16,13 @@ from pathlib import Path
 import pytest
 
 from graphlint.dynamic import ConfirmOptions, confirm
-from test_dynamic_markers import clean_files, expected_findings, fixed_files, injected_findings, positive_files
+from test_dynamic_markers import clean_files, expected_findings, injected_findings, positive_files
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="--confirm needs torch")
 
 POSITIVES = [f for path in positive_files() for f in expected_findings(path)]
 INJECTED = [f for path in clean_files() for f in injected_findings(path)]
-# A positive after its autofix still carries the positive's markers: the misuse must be gone.
-FIXED = [f for path in fixed_files() for f in expected_findings(path)]
+# (Autofixed positives coming back "not reproduced" is tests/test_fix_confirm.py's.)
 
 # Positives the dynamic checker cannot drive, and why (they stay inconclusive;
 # if one starts being confirmed, take it off the list).
@@ -53,7 +52,7 @@ def _key(finding) -> str:
 @pytest.fixture(scope="module")
 def verdicts():
     runs = []
-    confirmed = confirm(POSITIVES + INJECTED + FIXED, {}, ConfirmOptions(timeout=60, on_file_done=runs.append))
+    confirmed = confirm(POSITIVES + INJECTED, {}, ConfirmOptions(timeout=60, on_file_done=runs.append))
     return {_key(f): f.confirmation for f in confirmed}, runs
 
 
@@ -108,19 +107,6 @@ def test_most_wrong_findings_are_not_reproduced(verdicts):
     statuses = [verdicts[0][_key(f)].status for f in INJECTED]
     assert len(statuses) >= 50
     assert statuses.count("not reproduced") / len(statuses) >= NOT_REPRODUCED_FLOOR
-
-
-@pytest.mark.parametrize("finding", FIXED, ids=_key)
-def test_autofixed_positive_is_not_reproduced(finding, verdicts):
-    verdict = verdicts[0][_key(finding)]
-    path = Path(finding.path)
-    assert verdict.status != "confirmed", f"the autofix left the misuse in place: {verdict}"
-    original = f"{path.parent.name}/{path.name.replace('.fixed.py', '.py')}"
-    if verdict.status == "inconclusive" and (
-        path.name.endswith("_needs_data.fixed.py") or original in UNDRIVABLE or _missing_modules(path)
-    ):
-        return
-    assert verdict.status == "not reproduced", verdict
 
 
 def _uncalled_function_of(path: Path, line: int) -> str | None:

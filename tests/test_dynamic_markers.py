@@ -35,12 +35,8 @@ def expected_findings(path: Path) -> list:
 
 
 def positive_files() -> list:
+    # *.fixed.py files are autofix expectations (fixtures/GL00x/fixed/), not positives.
     return sorted(p for p in FIXTURES.glob("GL00*/*.py") if not p.name.endswith(".fixed.py"))
-
-
-def fixed_files() -> list:
-    """Autofix expectations: a positive after its fix, still carrying the positive's markers."""
-    return sorted(FIXTURES.glob("GL00*/*.fixed.py"))
 
 
 def clean_files() -> list:
