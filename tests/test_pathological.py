@@ -44,6 +44,8 @@ def nested_loops(depth: int) -> str:
         lines.append(" " * level + f"for i{level} in range(1):\n")
     lines.append(" " * depth + "loss = model(x).sum()\n")
     lines.append(" " * depth + "loss.backward()\n")
+    # A real bug at the bottom: the analysis must reach it (GL001) or say it was cut short.
+    lines.append(" " * depth + "loss.backward()\n")
     return "".join(lines)
 
 
