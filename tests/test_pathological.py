@@ -30,7 +30,9 @@ HEAD = (
 )
 # Parsing is not under the limit (source.py bounds it by size); this is the
 # margin for it and for the work between two checks of the limit.
-PARSE_AND_SLACK_CPU_SECONDS = 12.0
+# libcst alone needs ~8-10 s of CPU to parse the 20,000-statement file on this 2-core machine,
+# and up to ~1.5x that when both cores are contended; the analysis bound itself is the 2 s limit.
+PARSE_AND_SLACK_CPU_SECONDS = 20.0
 
 
 def statements_in_one_loop(count: int) -> str:

@@ -196,7 +196,7 @@ class Program:
         return found
 
     def class_of_instance(self, kinds: set[str]) -> ClassInfo | None:
-        for kind in kinds:
+        for kind in sorted(kinds):  # sets of str iterate in a per-process hash order
             if kind.startswith(INSTANCE):
                 return self.classes.get(kind[len(INSTANCE):])
         return None
