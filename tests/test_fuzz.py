@@ -276,10 +276,6 @@ for x in [torch.randn(2, 4)] * 3:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gradorder.py orders starved backwards by id(): the GL003 message names a different line from run to run",
-)
 def test_same_findings_whatever_the_memory_layout():
     outcomes = set()
     ballast = []

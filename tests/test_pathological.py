@@ -223,11 +223,6 @@ def test_error_raised_while_unwinding_still_reads_as_cut_short(monkeypatch):
     assert [f.code for f in findings] == ["GL000"] and "cut short" in findings[0].message, findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="graphlint/model/provenance.py's deadline counts wall time (time.monotonic): a process that is "
-    "descheduled (loaded CI, --jobs on a busy machine) loses findings at random; CPU time would not",
-)
 def test_findings_do_not_depend_on_the_wall_clock(monkeypatch):
     import types
 

@@ -98,7 +98,7 @@ class ModuleModel:
 
 # Per-file work bounds: a pathological file becomes a GL000 "cut short", never a hang.
 # The step budget is deterministic (same file, same findings, whatever the load);
-# the wall clock is only a safety net well above it.
+# the CPU-time bound is only a safety net well above it.
 DEFAULT_STEPS = 200_000
 DEFAULT_SECONDS = 20.0
 
@@ -133,7 +133,9 @@ def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
             interpreter.analyse_scope(scope)
     except AnalysisBudgetExceeded as error:
         truncated = f"analysis cut short: {error}; findings for this file may be incomplete"
-    order_violations = [] if program.uses_other_framework() else analyse_order(program, wrapper.module.code_for_node)
+    order_violations = [] if program.uses_other_framework() else analyse_order(
+        program, wrapper.module.code_for_node, lambda node: positions[node].start.line if node in positions else 0
+    )
     return ModuleModel(
         module=wrapper.module,
         source=source,

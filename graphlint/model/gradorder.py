@@ -791,6 +791,7 @@ class OrderAnalysis:
         self.entry = entry
         self.code = code
         self.violations: list[Violation] = []
+        self.line = lambda node: 0  # set by analyse_order: a node's source line
         incremented = {node.increments for node in graph.nodes if node.increments}
         # Counters whose residue is known: bound by a `for` around the guard, or `+= 1`ed.
         self.keys: list[tuple[str, str]] = []
@@ -1232,7 +1233,7 @@ class OrderAnalysis:
                     continue
                 if record == "a" and relation == YES and kind == "Z" and must:
                     starved = None
-                    for backward in sorted(must, key=id):
+                    for backward in sorted(must, key=lambda call: (self.line(call), self.code(call))):
                         if backward not in deferred:
                             if starved is None:
                                 starved = self._step_follows(
@@ -1265,7 +1266,8 @@ def _join(old, new, entering_loop: bool):
     return (joined, joined_deferred, old_fresh | fresh, old_applied | applied)
 
 
-def analyse_order(program: Program, code) -> list[Violation]:
+def analyse_order(program: Program, code, line=lambda node: 0) -> list[Violation]:
+    """``line(node)`` orders events deterministically (memory addresses differ run to run)."""
     violations: list[Violation] = []
     cache: dict = {}
     for scope in program.scopes.values():
@@ -1273,5 +1275,7 @@ def analyse_order(program: Program, code) -> list[Violation]:
         entry, _ = graph.expand(scope, {}, 0, None, False)
         if not any(e.kind in ("S", "SC") for n in graph.nodes for e in n.events):
             continue
-        violations.extend(OrderAnalysis(graph, entry, code).run())
+        analysis = OrderAnalysis(graph, entry, code)
+        analysis.line = line
+        violations.extend(analysis.run())
     return violations
