@@ -9,6 +9,7 @@ from __future__ import annotations
 import libcst as cst
 
 from graphlint.model.cfg import CFG, DEF, FOR, IF, MATCH, STMT, WHILE, WITH
+from graphlint.model.names import bound_names
 from graphlint.model.walk import children
 
 
@@ -41,37 +42,24 @@ def _uses_defs(node) -> tuple[set[str], set[str]]:
     if node.kind == MATCH:
         return _names(stmt.subject), set()
     if node.kind == FOR:
-        return _names(stmt.iter), _targets(stmt.target)
+        return _names(stmt.iter), bound_names(stmt.target)
     if node.kind == WITH:
         uses: set[str] = set()
         defs: set[str] = set()
         for item in stmt.items:
             uses |= _names(item.item)
             if item.asname is not None:
-                defs |= _targets(item.asname.name)
+                defs |= bound_names(item.asname.name)
         return uses, defs
     if isinstance(stmt, cst.Assign):
         defs = set()
         uses = _names(stmt.value)
         for target in stmt.targets:
-            defs |= _targets(target.target)
+            defs |= bound_names(target.target)
             if not isinstance(target.target, (cst.Name, cst.Tuple, cst.List)):
                 uses |= _names(target.target)
         return uses, defs
     return _names(stmt), set()
-
-
-def _targets(target: cst.CSTNode) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        found: set[str] = set()
-        for element in target.elements:
-            found |= _targets(element.value)
-        return found
-    if isinstance(target, cst.StarredElement):
-        return _targets(target.value)
-    return set()
 
 
 def _names(root: cst.CSTNode) -> set[str]:

@@ -88,8 +88,11 @@ class Imports:
 
     def qualify(self, expr: cst.BaseExpression) -> str | None:
         """The dotted name of an imported callable or attribute (``nn.Linear`` -> ``torch.nn.Linear``)."""
-        path = dotted(expr)
-        if path is None:
+        return self.qualify_path(dotted(expr))
+
+    def qualify_path(self, path: str | None) -> str | None:
+        """``qualify`` for a dotted path already in text form."""
+        if not path:
             return None
         root, _, rest = path.partition(".")
         if root not in self.aliases:
@@ -116,6 +119,20 @@ def _walk_imports(module: cst.Module):
         if isinstance(node, (cst.BaseExpression,)):
             continue
         stack.extend(children(node))
+
+
+def bound_names(target: cst.CSTNode) -> set[str]:
+    """The names an assignment target binds (``a``, ``a, (b, *c)``); attributes and items bind none."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        found: set[str] = set()
+        for element in target.elements:
+            found |= bound_names(element.value)
+        return found
+    if isinstance(target, cst.StarredElement):
+        return bound_names(target.value)
+    return set()
 
 
 def dotted(expr: cst.CSTNode | None) -> str | None:

@@ -128,7 +128,7 @@ class Program:
             changed = False
             for info in self.classes.values():
                 for base in info.bases:
-                    qualified = _qualify_dotted(self.imports, base)
+                    qualified = self.imports.qualify_path(base)
                     parent = self.classes.get(base)
                     module_base = base in ("Module", "nn.Module") or (qualified or "").endswith(
                         ("nn.Module", "LightningModule", "nn.modules.module.Module")
@@ -200,16 +200,6 @@ class Program:
             if kind.startswith(INSTANCE):
                 return self.classes.get(kind[len(INSTANCE):])
         return None
-
-
-def _qualify_dotted(imports: Imports, path: str) -> str | None:
-    if not path:
-        return None
-    root, _, rest = path.partition(".")
-    if root not in imports.aliases:
-        return None
-    full = imports.aliases[root]
-    return f"{full}.{rest}" if rest else full
 
 
 def _is_no_grad_decorator(expr: cst.BaseExpression) -> bool:

@@ -27,6 +27,7 @@ from graphlint.model import events as ev
 from graphlint.model.liveness import live_in
 from graphlint.model.cfg import BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STMT, WHILE, WITH, build_cfg
 from graphlint.model.names import (
+    bound_names,
     CUTTING_ATTRIBUTES,
     CUTTING_BUILTINS,
     CUTTING_METHODS,
@@ -841,7 +842,7 @@ class _StmtContext:
         node = expr.for_in
         while node is not None:
             value = self.eval(node.iter)
-            for name in _target_names(node.target):
+            for name in bound_names(node.target):
                 path = self.frame.prefix + name
                 saved.setdefault(path, self.state.env.get(path))
                 self.state.env[path] = value - {NEW}
@@ -907,16 +908,6 @@ def _tuple_elements(expr: cst.BaseExpression) -> list | None:
     if isinstance(expr, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
         return [e.value for e in expr.elements]
     return None
-
-
-def _target_names(target: cst.BaseExpression):
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _target_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _target_names(target.value)
 
 
 from graphlint.model.calls import _CallEvaluator  # noqa: E402  (calls.py needs the classes above)
