@@ -21,9 +21,8 @@ from graphlint.model.names import (
     is_true,
     keyword,
     last_part,
-    positional,
 )
-from graphlint.model.program import ACCELERATOR, CONTAINER, INSTANCE, MODULE, OPTIMIZER, SCALER, SCHEDULER
+from graphlint.model.program import ACCELERATOR, CONTAINER, MODULE, OPTIMIZER, SCALER, SCHEDULER
 from graphlint.model.provenance import (
     CERTAIN,
     ELEMENT,
@@ -197,7 +196,7 @@ class _CallEvaluator:
         return frozenset(roots)
 
     def step(self, event: ev.StepCall) -> frozenset:
-        ctx, state = self.ctx, self.ctx.state
+        state = self.ctx.state
         if event.closure is not None:
             self._call_closure(event.closure)
         local = dotted(event.optimizer)
@@ -230,7 +229,6 @@ class _CallEvaluator:
 
     # ----- calls by shape -----
     def name_call(self, func: cst.Name) -> frozenset:
-        ctx = self.ctx
         name = func.value
         frame = self.frame
         if name in frame.local_defs:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphlint.model.cfg import CFG, DEF, FOR, IF, MATCH, STMT, WHILE, WITH
+from graphlint.model.cfg import CFG, DEF, FOR, IF, MATCH, WHILE, WITH
 from graphlint.model.names import bound_names
 from graphlint.model.walk import children
 

@@ -29,17 +29,10 @@ from graphlint.model.cfg import BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STM
 from graphlint.model.names import (
     bound_names,
     CUTTING_ATTRIBUTES,
-    CUTTING_BUILTINS,
-    CUTTING_METHODS,
-    INPLACE_CUTS,
-    PASSING_BUILTINS,
     constant_string,
     dotted,
-    is_true,
-    keyword,
-    positional,
 )
-from graphlint.model.program import MODULE, PARAM_GROUP, Program, Scope
+from graphlint.model.program import PARAM_GROUP, Program, Scope
 
 Origin = tuple[int, int]  # (site id, age: 0 latest, 1 previous, 2 older)
 OLDEST = 2
