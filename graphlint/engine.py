@@ -2,20 +2,24 @@
 
 For each file, in this order and stopping at the first that decides it:
 1. read its bytes (a read error is a GL000 finding for that file);
-2. the prefilter: bytes that cannot lead to a finding of the selected rules
-   are never parsed (graphlint/prefilter.py);
+2. the prefilter's first stage: bytes that cannot lead to a finding of the
+   selected rules are not analysed, only syntax-checked (graphlint/prefilter.py);
 3. the cache: a stored result for exactly these bytes, settings and analysis
-   code (graphlint/cache.py);
-4. the analysis (graphlint/checker.py), in a process pool when the batch is
-   large enough to pay for the workers' start-up.
+   code (graphlint/cache.py), for analysed and syntax-checked files alike;
+4. in a process pool when the batch is large enough to pay for the workers'
+   start-up: the analysis (the prefilter's second stage, then
+   graphlint/checker.py), or for a file the first stage dropped, a compile()
+   (about a millisecond; such files go to the workers in batches). A file
+   that does not compile goes through the single-file checker like any
+   other, so every file that does not parse is reported as GL000.
 
 One bad file never hides another file's findings: a read error, an exception
 in the analysis or a worker process that dies becomes a GL000 finding for that
 file and the run goes on. Output order is stable: by path, then position.
 
 libcst (and the rules, which import it) is imported only when some file
-actually has to be analysed: a fully cached or fully prefiltered run never
-pays for it.
+actually has to be analysed: a fully cached run, or one whose files all
+compile and were dropped by the prefilter, never pays for it.
 """
 
 from __future__ import annotations
@@ -25,13 +29,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphlint.finding import Finding
-from graphlint.prefilter import may_have_findings, may_have_findings_in_code
+from graphlint.prefilter import compiles, may_have_findings, may_have_findings_in_code
 
 # Below this much source to analyse, starting worker processes costs more than
 # it saves: forking and feeding a pool costs some tens of milliseconds, while
 # the analysis runs at very roughly 0.05-0.5 MB/s (32 KB: 0.06-0.6 s of work).
 POOL_MIN_BYTES = 32_000
 POOL_MIN_FILES = 2
+# A syntax check (compile(), ~10 MB/s) costs about this fraction of an
+# analysis per byte: its bytes count this much less towards POOL_MIN_BYTES.
+SYNTAX_CHECK_COST_RATIO = 50
+# Syntax checks go to the workers in batches of up to this many files or bytes,
+# so that the pool's per-task cost (pickling, queues: ~0.1-0.3 ms) stays small
+# next to a compile of ~1 ms, while batches stay small enough to share out.
+SYNTAX_BATCH_FILES = 64
+SYNTAX_BATCH_BYTES = 512_000
 
 
 @dataclass(frozen=True)
@@ -69,9 +81,14 @@ class RunStats:
     """What a run did with each file (the benchmark harness prints these)."""
 
     files: int = 0
-    skipped_by_prefilter: int = 0  # stage 1: bytes
+    # Stage 1 (bytes) found no spelling: not analysed, only syntax-checked,
+    # which the next three fields break down (none when GL000 is not selected).
+    skipped_by_prefilter: int = 0
+    syntax_checked: int = 0  # of those, compiled in this run
+    syntax_from_cache: int = 0  # of those, answered by the cache
+    syntax_errors: int = 0  # of the compiled ones, did not compile: went through the single-file checker
     skipped_by_compiled_prefilter: int = 0  # stage 2: identifiers of the compiled code
-    from_cache: int = 0
+    from_cache: int = 0  # passed stage 1, answered by the cache
     analysed: int = 0  # passed both stages and were parsed
     analysed_bytes: int = 0
     workers: int = 0
@@ -90,6 +107,8 @@ class _Job:
     index: int
     display: str
     data: bytes
+    # Dropped by stage 1 of the prefilter: only its syntax is checked.
+    syntax_only: bool = False
     cache: object | None = None  # graphlint.cache.Cache
     key: object | None = None  # graphlint.cache.CacheKey
 
@@ -114,6 +133,8 @@ def run(paths: list[Path], settings: Settings) -> RunResult:
     stats = RunStats(files=len(paths))
     per_file: list[list[Finding]] = [[] for _ in paths]
     caches = _Caches(settings) if settings.cache else None
+    # A file stage 1 drops can have no finding but GL000: without it, nothing to check.
+    check_syntax = "GL000" in settings.codes
     jobs: list[_Job] = []
     for index, path in enumerate(paths):
         path = Path(path)
@@ -123,22 +144,34 @@ def run(paths: list[Path], settings: Settings) -> RunResult:
         except OSError as error:
             per_file[index] = [_unanalysable(display, f"cannot read file: {error.strerror or error}")]
             continue
-        if settings.prefilter and not may_have_findings(data, settings.codes):
+        syntax_only = settings.prefilter and not may_have_findings(data, settings.codes)
+        if syntax_only:
             stats.skipped_by_prefilter += 1
-            continue
-        job = _Job(index, display, data)
+            if not check_syntax:
+                continue
+        job = _Job(index, display, data, syntax_only)
         if caches is not None:
             job.cache, job.key = caches.lookup(path, data)
             cached = job.cache.load(job.key, display) if job.cache is not None else None
             if cached is not None:
                 per_file[index] = cached
-                stats.from_cache += 1
+                if syntax_only:
+                    stats.syntax_from_cache += 1
+                else:
+                    stats.from_cache += 1
                 continue
         jobs.append(job)
 
     seconds: dict[str, float] = {}
     for job, (findings, elapsed) in _analyse_all(jobs, settings, stats):
-        if findings is None:
+        if job.syntax_only:
+            stats.syntax_checked += 1
+            if findings is None:  # it compiles
+                findings = []
+            else:
+                stats.syntax_errors += 1
+                seconds[job.display] = elapsed
+        elif findings is None:
             stats.skipped_by_compiled_prefilter += 1
             findings = []
         else:
@@ -195,67 +228,114 @@ class _Caches:
         return cache, key
 
 
+# What a worker returns for one file: findings (None: a compile-based check
+# showed there is nothing to analyse) and the seconds it took.
+_Outcome = tuple[list[Finding] | None, float]
+
+
 def _analyse_all(jobs: list[_Job], settings: Settings, stats: RunStats):
-    workers = min(settings.worker_count(), len(jobs))
-    total = sum(len(job.data) for job in jobs)
-    if workers < 2 or len(jobs) < POOL_MIN_FILES or total < POOL_MIN_BYTES:
+    """(job, outcome) for every job, in the order they finish."""
+    units = _units(jobs)
+    workers = min(settings.worker_count(), len(units))
+    cost = sum(len(job.data) / (SYNTAX_CHECK_COST_RATIO if job.syntax_only else 1) for job in jobs)
+    if workers < 2 or len(units) < POOL_MIN_FILES or cost < POOL_MIN_BYTES:
         stats.workers = 1 if jobs else 0
         for job in jobs:
-            yield job, _timed_analysis(job.data, job.display, settings.codes, settings.prefilter)
+            yield job, _timed_job(job.data, job.display, job.syntax_only, settings.codes, settings.prefilter)
         return
     stats.workers = workers
-    yield from _analyse_in_pool(jobs, settings.codes, settings.prefilter, workers)
+    yield from _analyse_in_pool(units, settings.codes, settings.prefilter, workers)
 
 
-def _analyse_in_pool(jobs: list[_Job], codes, prefilter: bool, workers: int):
-    """Analyse in worker processes, largest files first so no big file starts last."""
+def _units(jobs: list[_Job]) -> list[list[_Job]]:
+    """What is sent to a worker at a time: each file to analyse alone, largest first
+    (so no big file starts last), then the syntax checks in batches (cheap, they
+    fill the workers' idle time at the end)."""
+    analyses = sorted((job for job in jobs if not job.syntax_only), key=lambda job: len(job.data), reverse=True)
+    units = [[job] for job in analyses]
+    batch: list[_Job] = []
+    size = 0
+    for job in jobs:
+        if not job.syntax_only:
+            continue
+        batch.append(job)
+        size += len(job.data)
+        if len(batch) >= SYNTAX_BATCH_FILES or size >= SYNTAX_BATCH_BYTES:
+            units.append(batch)
+            batch, size = [], 0
+    if batch:
+        units.append(batch)
+    return units
+
+
+def _analyse_in_pool(units: list[list[_Job]], codes, prefilter: bool, workers: int):
+    """Run the units in worker processes; a worker that dies costs a GL000 for its culprit only."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    # Import the analysis before forking: workers inherit it instead of each importing it.
-    import graphlint.checker  # noqa: F401
+    if any(not job.syntax_only for unit in units for job in unit):
+        # Import the analysis before forking: workers inherit it instead of each
+        # importing it. Syntax checks alone do not need it (only a file that
+        # does not compile does, and the worker that meets one imports it).
+        import graphlint.checker  # noqa: F401
 
-    largest_first = sorted(jobs, key=lambda job: len(job.data), reverse=True)
-    orphaned: list[_Job] = []
+    orphaned: list[list[_Job]] = []
     executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_ignore_interrupts)
     try:
-        futures = {
-            executor.submit(_timed_analysis, job.data, job.display, codes, prefilter): job for job in largest_first
-        }
+        futures = {executor.submit(_run_unit, _payload(unit), codes, prefilter): unit for unit in units}
         for future in as_completed(futures):
-            job = futures[future]
+            unit = futures[future]
             try:
-                findings = future.result()
+                outcomes = future.result()
             except BrokenProcessPool:
                 # A worker died (crash, out of memory, os._exit): every unfinished
-                # job fails with it, so each is retried alone to find the culprit.
-                orphaned.append(job)
+                # unit fails with it, so each is retried alone to find the culprit.
+                orphaned.append(unit)
                 continue
             except Exception as error:  # noqa: BLE001 - e.g. a result that does not pickle
-                findings = ([_internal_error(job.display, error)], 0.0)
-            yield job, findings
+                outcomes = [([_internal_error(job.display, error)], 0.0) for job in unit]
+            yield from zip(unit, outcomes)
     except BaseException:
         # Ctrl-C or a failure in the caller: drop the queued files instead of
         # analysing them all before giving up.
         executor.shutdown(wait=False, cancel_futures=True)
         raise
     executor.shutdown(wait=True)
-    for job in sorted(orphaned, key=lambda job: job.index):
-        yield job, _analyse_isolated(job, codes, prefilter)
+    for unit in sorted(orphaned, key=lambda unit: unit[0].index):
+        yield from _analyse_isolated(unit, codes, prefilter)
 
 
-def _analyse_isolated(job: _Job, codes, prefilter: bool) -> tuple[list[Finding] | None, float]:
-    """One file in a process of its own: if it kills that process, it was the culprit."""
+def _analyse_isolated(unit: list[_Job], codes, prefilter: bool):
+    """A unit in a process of its own: if it kills that process, one of its files was the culprit.
+
+    A batch that does so is retried file by file, to find which.
+    """
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     with ProcessPoolExecutor(1, mp_context=_pool_context()) as executor:
         try:
-            return executor.submit(_timed_analysis, job.data, job.display, codes, prefilter).result()
+            outcomes = executor.submit(_run_unit, _payload(unit), codes, prefilter).result()
         except BrokenProcessPool:
-            return [_unanalysable(job.display, "the analysis of this file crashed its worker process")], 0.0
+            outcomes = None
         except Exception as error:  # noqa: BLE001
-            return [_internal_error(job.display, error)], 0.0
+            outcomes = [([_internal_error(job.display, error)], 0.0) for job in unit]
+    if outcomes is not None:
+        yield from zip(unit, outcomes)
+    elif len(unit) > 1:
+        for job in unit:
+            yield from _analyse_isolated([job], codes, prefilter)
+    else:
+        yield unit[0], ([_unanalysable(unit[0].display, "the analysis of this file crashed its worker process")], 0.0)
+
+
+def _payload(unit: list[_Job]) -> list[tuple[bytes, str, bool]]:
+    # Only what the worker needs: the cache objects stay in the main process.
+    return [(job.data, job.display, job.syntax_only) for job in unit]
+
+
+def _run_unit(payload: list[tuple[bytes, str, bool]], codes, prefilter: bool) -> list[_Outcome]:
+    return [_timed_job(data, display, syntax_only, codes, prefilter) for data, display, syntax_only in payload]
 
 
 def _ignore_interrupts() -> None:
@@ -274,12 +354,39 @@ def _pool_context():
     return multiprocessing.get_context()
 
 
-def _timed_analysis(data: bytes, display: str, codes, prefilter: bool) -> tuple[list[Finding] | None, float]:
+def _timed_job(data: bytes, display: str, syntax_only: bool, codes, prefilter: bool) -> _Outcome:
+    if syntax_only:
+        return _timed_syntax_check(data, display, codes)
+    return _timed_analysis(data, display, codes, prefilter)
+
+
+def _timed_analysis(data: bytes, display: str, codes, prefilter: bool) -> _Outcome:
     import time
 
     start = time.perf_counter()
     findings = analyse_bytes(data, display, codes, prefilter)
     return findings, time.perf_counter() - start
+
+
+def _timed_syntax_check(data: bytes, display: str, codes) -> _Outcome:
+    import time
+
+    start = time.perf_counter()
+    findings = check_syntax(data, display, codes)
+    return findings, time.perf_counter() - start
+
+
+def check_syntax(data: bytes, display: str, codes: frozenset[str] | None) -> list[Finding] | None:
+    """A file the prefilter's first stage dropped: None when it compiles (nothing to report).
+
+    A file that does not compile goes through the single-file checker, like
+    any file that is analysed: its GL000 has the same message and position
+    (and if libcst parses what CPython rejects, e.g. a ``return`` outside a
+    function, the result is the checker's, as for a file that is analysed).
+    """
+    if compiles(data):
+        return None
+    return analyse_bytes(data, display, codes, prefilter=False)
 
 
 def analyse_bytes(data: bytes, display: str, codes: frozenset[str] | None, prefilter: bool = True) -> list[Finding] | None:

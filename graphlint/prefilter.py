@@ -18,12 +18,18 @@ evaluation loop (GL005).
    files that passed the first test; a file that does not compile is kept
    (its GL000 comes from the analysis).
 
-A file dropped by either test is never parsed, so its syntax errors are left
-to the other linters. The needles are deliberately wider than the
-recognisers: they may let a file through needlessly, but must never drop one
-that has a finding. tests/test_prefilter.py checks that over every fixture,
-and ``benchmarks/bench.py --check-prefilter`` over the corpus. When the
-analysis learns a new spelling of an event, its needle belongs here.
+A file dropped by either test is never analysed, but its syntax is still
+checked: stage 2 compiles every file it sees, and a file dropped by stage 1
+is compiled too (``compiles``, in the workers, about a millisecond per file,
+its result cached like any other). A file that does not compile goes through
+the single-file checker like a kept one, so every file that does not parse
+is reported as GL000 with the parser's message and position.
+
+The needles are deliberately wider than the recognisers: they may let a file
+through needlessly, but must never drop one that has a finding.
+tests/test_prefilter.py checks that over every fixture, and
+``benchmarks/bench.py --check-prefilter`` over the corpus. When the analysis
+learns a new spelling of an event, its needle belongs here.
 """
 
 from __future__ import annotations
@@ -115,8 +121,8 @@ NEEDLES: dict[str, Needle | None] = {
     "GL005": _TRAINING_OR_EVALUATION,
 }
 
-# Codes that are not rules: GL000 reports unanalysable input and is only ever
-# produced for files that are analysed anyway.
+# Codes that are not rules: GL000 reports unanalysable input, which the syntax
+# check every file gets (kept or dropped) finds without any needle.
 _NOT_RULES = frozenset({"GL000"})
 _NOTHING = Needle((), frozenset())
 # What may stand between a dot and an attribute name: spaces, newlines inside
@@ -164,14 +170,15 @@ def may_have_findings_in_code(data: bytes, codes: frozenset[str] | None = None) 
     return any(part in name for name in names for part in wanted.name_parts)
 
 
+def compiles(data: bytes) -> bool:
+    """Whether CPython compiles the file (the syntax check of a file stage 1 dropped)."""
+    return _compiled(data) is not None
+
+
 def code_names(data: bytes) -> set[str] | None:
     """Every identifier compiled code uses (attributes, globals, imports, locals); None if it does not compile."""
-    try:
-        with warnings.catch_warnings():
-            # Invalid escapes and the like warn at compile time; they are not our business.
-            warnings.simplefilter("ignore")
-            code = compile(data, "<prefilter>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+    code = _compiled(data)
+    if code is None:
         return None
     names: set[str] = set()
     stack = [code]
@@ -180,6 +187,16 @@ def code_names(data: bytes) -> set[str] | None:
         names.update(current.co_names, current.co_varnames, current.co_cellvars, current.co_freevars)
         stack.extend(const for const in current.co_consts if isinstance(const, types.CodeType))
     return names
+
+
+def _compiled(data: bytes) -> types.CodeType | None:
+    try:
+        with warnings.catch_warnings():
+            # Invalid escapes and the like warn at compile time; they are not our business.
+            warnings.simplefilter("ignore")
+            return compile(data, "<prefilter>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
 
 
 def _needle(codes: frozenset[str] | None) -> tuple[Needle, re.Pattern[bytes]] | None:

@@ -150,3 +150,48 @@ def test_a_bug_in_the_analysis_costs_one_file_not_the_run(monkeypatch):
     monkeypatch.setenv("GRAPHLINT_DEBUG", "1")
     with pytest.raises(KeyError):
         check_source(SPELL, "t.py")
+
+
+def test_a_broken_file_without_training_code_is_reported_like_any_other(run_cli, tmp_path):
+    # Issue #2: the prefilter drops files that spell no backward, zero_grad, ...
+    # from the analysis, but every file that does not parse is still one GL000.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "bad.py").write_bytes(b"def f(:\n")
+    (tmp_path / "pkg" / "latin1.py").write_bytes(b"s = '\xe9'\n")
+    (tmp_path / "pkg" / "util.py").write_bytes(b"def add(a, b):\n    return a + b\n")
+    (tmp_path / "pkg" / "train.py").write_bytes(
+        b"import torch\nmodel = torch.nn.Linear(2, 1)\nloss = model(torch.randn(4, 2)).sum()\n"
+        b"loss.backward()\nloss.backward()\n"
+    )
+    walked = run_cli("check", "--jobs", "1", "pkg")
+    assert walked.exit_code == 1
+    assert walked.stdout.splitlines() == [
+        "pkg/bad.py:1:7: GL000 syntax error: invalid syntax",
+        "pkg/latin1.py:1:6: GL000 file is not valid utf-8 (byte 0xe9); save it as UTF-8 or declare its encoding",
+        walked.stdout.splitlines()[2],
+        "Found 3 errors.",
+    ]
+    assert walked.stdout.splitlines()[2].startswith("pkg/train.py:5:1: GL001 ")
+    # A file named on the command line behaves as the same file found by a walk.
+    for name in ("bad.py", "latin1.py", "util.py"):
+        explicit = run_cli("check", "--jobs", "1", f"pkg/{name}")
+        expected = [line for line in walked.stdout.splitlines() if line.startswith(f"pkg/{name}:")]
+        assert explicit.stdout.splitlines()[:-1] == expected
+        assert explicit.exit_code == (1 if expected else 0)
+    # --ignore GL000 hides them, as for any unanalysable file.
+    assert run_cli("check", "--jobs", "1", "--ignore", "GL000", "pkg/bad.py").stdout == "All checks passed!\n"
+
+
+def test_a_broken_file_without_training_code_is_reported_from_the_cache_too(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from graphlint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRAPHLINT_NO_CACHE", raising=False)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "bad.py").write_bytes(b"def f(:\n")
+    outputs = [CliRunner().invoke(main, ["check", "."]) for _ in range(2)]
+    assert (tmp_path / ".graphlint_cache").is_dir()
+    assert [result.exit_code for result in outputs] == [1, 1]
+    assert outputs[0].stdout == outputs[1].stdout == "bad.py:1:7: GL000 syntax error: invalid syntax\nFound 1 error.\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -85,12 +86,122 @@ def test_second_stage_drops_files_whose_spellings_are_only_prose(tmp_path: Path)
     assert warm.stats.from_cache == 2 and warm.findings == result.findings
 
 
-def test_a_broken_file_outside_the_prefilter_is_not_parsed(tmp_path: Path) -> None:
-    # The documented trade-off: a file that cannot hold a finding is never
-    # parsed, so its syntax error is left to the other linters.
+def test_a_broken_file_outside_the_prefilter_is_still_reported(tmp_path: Path) -> None:
+    # Stage 1 drops it (no training spelling), but its syntax is checked: a
+    # file that does not parse is one GL000, with the parser's message and position.
     path = write(tmp_path, "notes.py", "def f(:\n")
-    assert check_files([path], settings()) == []
-    assert [f.code for f in check_files([path], settings(prefilter=False))] == ["GL000"]
+    result = run([path], settings())
+    [finding] = result.findings
+    assert (finding.code, finding.line, finding.col, finding.message) == ("GL000", 1, 7, "syntax error: invalid syntax")
+    assert result.stats.skipped_by_prefilter == 1 and result.stats.analysed == 0
+    assert result.stats.syntax_checked == 1 and result.stats.syntax_errors == 1
+    # The same GL000 as without the prefilter, where every file is analysed.
+    assert check_files([path], settings(prefilter=False)) == result.findings
+
+
+def test_a_broken_file_without_spellings_and_a_file_with_findings_are_both_reported(tmp_path: Path) -> None:
+    files = [
+        write(tmp_path, "a_train.py", DOUBLE_BACKWARD),
+        write(tmp_path, "b_notes.py", "def f(:\n"),
+        write(tmp_path, "c_util.py", NO_TRAINING),
+    ]
+    result = run(files, settings(jobs=1))
+    assert codes_by_file(result.findings) == {"a_train.py": [(5, "GL001")], "b_notes.py": [(1, "GL000")]}
+    stats = result.stats
+    assert (stats.analysed, stats.skipped_by_prefilter, stats.syntax_checked, stats.syntax_errors) == (1, 2, 2, 1)
+    assert set(result.seconds) == {str(files[0]), str(files[1])}  # both were parsed
+
+
+def test_syntax_checks_are_cached_and_a_warm_run_still_reports_the_gl000(tmp_path: Path) -> None:
+    files = [write(tmp_path, "a_train.py", DOUBLE_BACKWARD), write(tmp_path, "b_notes.py", "def f(:\n")]
+    files.append(write(tmp_path, "c_util.py", NO_TRAINING))
+    config = Settings(ALL, jobs=1, cache_root=tmp_path)
+    cold = run(files, config)
+    warm = run(files, config)
+    assert warm.findings == cold.findings and len(warm.findings) == 2
+    assert (cold.stats.syntax_checked, cold.stats.syntax_from_cache) == (2, 0)
+    assert (warm.stats.syntax_checked, warm.stats.syntax_from_cache, warm.stats.syntax_errors) == (0, 2, 0)
+    assert (warm.stats.from_cache, warm.stats.analysed, warm.stats.skipped_by_prefilter) == (1, 0, 2)
+    # Fixing the file invalidates its entry only.
+    write(tmp_path, "b_notes.py", "def f():\n    pass\n")
+    fixed = run(files, config)
+    assert codes_by_file(fixed.findings) == {"a_train.py": [(5, "GL001")]}
+    assert (fixed.stats.syntax_checked, fixed.stats.syntax_from_cache) == (1, 1)
+
+
+def test_without_gl000_a_dropped_file_is_not_even_compiled(tmp_path: Path) -> None:
+    path = write(tmp_path, "notes.py", "def f(:\n")
+    result = run([path], Settings(ALL - {"GL000"}, cache=False))
+    assert result.findings == []
+    assert result.stats.skipped_by_prefilter == 1 and result.stats.syntax_checked == 0
+
+
+def test_only_gl000_selected_syntax_checks_every_file(tmp_path: Path) -> None:
+    paths = [write(tmp_path, "a.py", DOUBLE_BACKWARD), write(tmp_path, "b.py", BROKEN)]
+    result = run(paths, Settings(frozenset({"GL000"}), cache=False, jobs=1))
+    assert codes_by_file(result.findings) == {"b.py": [(3, "GL000")]}
+    assert result.stats.syntax_checked == 2 and result.stats.analysed == 0
+
+
+def test_code_that_libcst_parses_but_cpython_rejects_gets_the_checkers_verdict(tmp_path: Path) -> None:
+    # compile() rejects a return outside a function; libcst parses it. The file
+    # then goes through the single-file checker, whose answer stands, exactly
+    # as for a file the prefilter keeps.
+    source = "x = 1\nreturn x\n"
+    path = write(tmp_path, "odd.py", source)
+    result = run([path], settings())
+    assert result.stats.syntax_errors == 1
+    assert result.findings == check_files([path], settings(prefilter=False)) == _original_check_source(
+        source.encode(), str(path), ALL
+    )
+
+
+def test_syntax_checks_in_the_pool_are_batched_and_match_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(engine, "SYNTAX_BATCH_FILES", 4)
+    paths = [write(tmp_path, f"u{index:02d}.py", "def f(:\n" if index % 5 == 0 else NO_TRAINING) for index in range(18)]
+    paths.append(write(tmp_path, "train.py", DOUBLE_BACKWARD))
+    jobs = [engine._Job(0, "t.py", b"", syntax_only=False)] + [engine._Job(i, "s.py", b"", True) for i in range(9)]
+    assert [len(unit) for unit in engine._units(jobs)] == [1, 4, 4, 1]  # the analysis first, alone
+    pooled = run(paths, settings(jobs=2))
+    single = run(paths, settings(jobs=1))
+    assert pooled.stats.workers == 2 and single.stats.workers == 1
+    assert pooled.findings == single.findings
+    assert codes_by_file(pooled.findings) == {
+        **{f"u{index:02d}.py": [(1, "GL000")] for index in range(0, 18, 5)},
+        "train.py": [(5, "GL001")],
+    }
+    assert pooled.stats == dataclasses.replace(single.stats, workers=2)
+    assert pooled.stats.syntax_checked == 18 and pooled.stats.syntax_errors == 4
+
+
+def _dying_compile(data: bytes) -> bool:
+    if data.startswith(b"# die"):
+        os._exit(3)
+    return _original_compiles(data)
+
+
+_original_compiles = engine.compiles
+
+
+def test_a_worker_that_dies_in_a_syntax_batch_costs_only_its_own_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if "fork" not in __import__("multiprocessing").get_all_start_methods():
+        pytest.skip("the patched worker function reaches workers only through fork")
+    monkeypatch.setattr(engine, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(engine, "SYNTAX_BATCH_FILES", 3)
+    monkeypatch.setattr(engine, "compiles", _dying_compile)
+    paths = [write(tmp_path, f"u{index}.py", "def f(:\n" if index % 2 else NO_TRAINING) for index in range(8)]
+    paths.append(write(tmp_path, "die.py", "# die\n" + NO_TRAINING))
+    paths.append(write(tmp_path, "train.py", DOUBLE_BACKWARD))
+    result = run(paths, settings(jobs=2))
+    by_file = codes_by_file(result.findings)
+    assert by_file.pop("die.py") == [(1, "GL000")]
+    assert "crashed" in next(f.message for f in result.findings if f.path.endswith("die.py"))
+    assert by_file == {**{f"u{index}.py": [(1, "GL000")] for index in range(1, 8, 2)}, "train.py": [(5, "GL001")]}
 
 
 def test_output_is_sorted_by_path_then_position_whatever_the_input_order(tmp_path: Path) -> None:
@@ -306,3 +417,23 @@ def test_a_fully_cached_or_prefiltered_run_does_not_import_libcst(tmp_path: Path
     warm = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert cold.stdout.split() == ["1", "True"]
     assert warm.stdout.split() == ["0", "False"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_syntax_checks_that_compile_do_not_import_libcst(tmp_path: Path, jobs: int) -> None:
+    import subprocess
+    import sys
+
+    paths = [write(tmp_path, f"util{index}.py", NO_TRAINING * 40) for index in range(30)]
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from graphlint import engine\n"
+        "engine.POOL_MIN_BYTES = 0\n"
+        "engine.SYNTAX_BATCH_FILES = 4\n"
+        f"result = engine.run([Path(p) for p in {[str(p) for p in paths]!r}], "
+        f"engine.Settings(frozenset({sorted(ALL)!r}), jobs={jobs}, cache=False))\n"
+        "print(result.stats.syntax_checked, result.stats.workers, len(result.findings), 'libcst' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["30", str(jobs), "0", "False"]
