@@ -27,6 +27,34 @@ class Diagnostic:
     message: str
 
 
+class Positions:
+    """Node positions, computed on first use.
+
+    libcst computes positions with a code-generation pass over the whole
+    module, which cost about a quarter of the analysis; most files have no
+    finding and never need a single position.
+    """
+
+    def __init__(self, module: libcst.Module) -> None:
+        self._module = module
+        self._table = None
+
+    def _resolved(self):
+        if self._table is None:
+            wrapper = MetadataWrapper(self._module, unsafe_skip_copy=True)
+            self._table = wrapper.resolve(PositionProvider)
+        return self._table
+
+    def __getitem__(self, node: libcst.CSTNode):
+        return self._resolved()[node]
+
+    def __contains__(self, node: libcst.CSTNode) -> bool:
+        return node in self._resolved()
+
+    def items(self):
+        return self._resolved().items()
+
+
 @dataclass
 class ModuleModel:
     module: libcst.Module
@@ -34,7 +62,7 @@ class ModuleModel:
     program: Program
     facts: Facts
     sites: list[Site]
-    positions: dict = field(default_factory=dict)
+    positions: Positions
     order_violations: list[Violation] = field(default_factory=list)
     interpreter: Interpreter | None = None
     # Set to a human-readable reason when a work budget cut the analysis short.
@@ -116,9 +144,8 @@ def build_model(
 
 
 def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
-    program = Program(wrapper.module)
+    positions = Positions(module)
+    program = Program(module)
     interpreter = Interpreter(program, budget=budget, seconds=seconds)
     if watch_lines:
         interpreter.watch = {
@@ -134,15 +161,15 @@ def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
     except AnalysisBudgetExceeded as error:
         truncated = f"analysis cut short: {error}; findings for this file may be incomplete"
     order_violations = [] if program.uses_other_framework() else analyse_order(
-        program, wrapper.module.code_for_node, lambda node: positions[node].start.line if node in positions else 0
+        program, module.code_for_node, lambda node: positions[node].start.line if node in positions else 0
     )
     return ModuleModel(
-        module=wrapper.module,
+        module=module,
         source=source,
         program=program,
         facts=interpreter.facts,
         sites=interpreter.sites,
-        positions=dict(positions),
+        positions=positions,
         truncated=truncated,
         order_violations=order_violations,
         interpreter=interpreter,

@@ -1233,7 +1233,9 @@ class OrderAnalysis:
                     continue
                 if record == "a" and relation == YES and kind == "Z" and must:
                     starved = None
-                    for backward in sorted(must, key=lambda call: (self.line(call), self.code(call))):
+                    # Sorting needs positions, which cost a pass over the module: skip it for one backward.
+                    ordered = must if len(must) < 2 else sorted(must, key=lambda call: (self.line(call), self.code(call)))
+                    for backward in ordered:
                         if backward not in deferred:
                             if starved is None:
                                 starved = self._step_follows(
