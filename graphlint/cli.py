@@ -449,9 +449,9 @@ def _write_report(output_format: str, findings: list, options: ReportOptions, st
 @main.command(name="rules")
 def list_rules() -> None:
     """List every rule: code, name and what it finds."""
-    from graphlint.rules import ALL_RULES, GL000_NAME, GL000_SUMMARY
+    from graphlint.rules import GL000_NAME, GL000_SUMMARY, RULES
 
-    rows = [("GL000", GL000_NAME, GL000_SUMMARY)] + [(rule.CODE, rule.NAME, rule.SUMMARY) for rule in ALL_RULES]
+    rows = [("GL000", GL000_NAME, GL000_SUMMARY)] + [(rule.code, rule.name, rule.summary) for rule in RULES]
     name_width = max(len(name) for _, name, _ in rows)
     for code, name, summary in rows:
         click.echo(f"{code}  {name:<{name_width}}  {summary}")
@@ -461,7 +461,7 @@ def list_rules() -> None:
 @click.argument("code")
 def rule(code: str) -> None:
     """Show the documentation of the rule CODE, such as GL001."""
-    from graphlint.rules import RULES_BY_CODE, rule_doc
+    from graphlint.rules import RULE_INFO, rule_doc
 
     wanted = code.strip().upper()
     if wanted == "GL000":
@@ -469,6 +469,6 @@ def rule(code: str) -> None:
 
         click.echo(GL000_DOC.rstrip())
         return
-    if wanted not in RULES_BY_CODE:
+    if wanted not in RULE_INFO:
         raise GraphlintError(f"unknown rule code {code!r} (see `graphlint rules`)")
     click.echo(rule_doc(wanted))

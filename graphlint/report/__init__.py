@@ -65,12 +65,9 @@ def write(format_name: str, findings: list[Finding], out: TextIO, options: Repor
 
 
 def rule_name(code: str) -> str:
-    from graphlint.rules import GL000_NAME, RULES_BY_CODE
+    from graphlint.rules import rule_name
 
-    rule = RULES_BY_CODE.get(code)
-    if rule is not None:
-        return rule.NAME
-    return GL000_NAME if code == "GL000" else ""
+    return rule_name(code)
 
 
 def rule_documentation(code: str) -> str:

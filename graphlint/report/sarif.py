@@ -84,9 +84,9 @@ def _rule(code: str) -> dict[str, Any]:
 
 
 def _summary(code: str) -> str:
-    from graphlint.rules import GL000_SUMMARY, RULES_BY_CODE
+    from graphlint.rules import rule_summary
 
-    return RULES_BY_CODE[code].SUMMARY if code in RULES_BY_CODE else GL000_SUMMARY
+    return rule_summary(code)
 
 
 def _level(code: str) -> str:
