@@ -3,7 +3,11 @@
 Exit codes (Ruff's): 0 no findings, 1 findings (GL000 included), 2 a usage,
 configuration or internal error. Heavy modules (libcst, the rules, the
 dynamic checker) are imported only by the commands that need them, so
-``graphlint --version`` and a fully cached check start fast.
+``graphlint --version``, ``graphlint rules`` and a check with nothing to
+analyse start fast; so are the lighter ones only some runs need (pathspec
+for a directory walk, tomllib for a configuration file, the notebook reader,
+the process pool, the report formats not asked for). tests/test_rules_registry.py
+checks what a check imports.
 """
 
 from __future__ import annotations
@@ -383,10 +387,10 @@ def _replace(settings, **changes):
 def _check_files(files: list[Path], settings) -> list:
     # Looked up at call time so the engine can be swapped (tests, benchmarks).
     from graphlint import engine
-    from graphlint.notebook import is_notebook
 
-    notebooks = [file for file in files if is_notebook(str(file))]
-    findings = engine.check_files([file for file in files if not is_notebook(str(file))], settings)
+    # graphlint.notebook.is_notebook, without importing the notebook reader into runs that have none.
+    notebooks = [file for file in files if str(file).endswith(".ipynb")]
+    findings = engine.check_files([file for file in files if not str(file).endswith(".ipynb")], settings)
     if notebooks:
         # Checked here rather than by the engine, whose byte and compiled-code
         # prefilters read .py text (a notebook's JSON compiles as a dict literal).

@@ -27,11 +27,6 @@ from typing import Any
 
 from graphlint.files import DEFAULT_EXCLUDE
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 
 class ConfigError(Exception):
     """The configuration cannot be used; the message names the file and the key."""
@@ -57,7 +52,7 @@ class Config:
         """Code prefixes that ``per-file-ignores`` turns off for ``path``."""
         if not self.per_file_ignores:
             return frozenset()
-        import pathspec
+        from graphlint.files import gitignore_spec
 
         absolute = Path(path).absolute()
         try:
@@ -66,7 +61,7 @@ class Config:
             relative = absolute.name
         ignored: set[str] = set()
         for pattern, codes in self.per_file_ignores:
-            if pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(relative):
+            if gitignore_spec([pattern]).match_file(relative):
                 ignored.update(codes)
         return frozenset(ignored)
 
@@ -119,6 +114,12 @@ def config_for(path: Path, explicit: Path | None = None, isolated: bool = False)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    # Imported here: most runs find no configuration file to read.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)

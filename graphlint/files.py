@@ -12,11 +12,14 @@ directory when the file lies under it.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 # The one place that says which files are source files: Python and Jupyter notebooks.
 SOURCE_SUFFIXES: frozenset[str] = frozenset({".py", ".ipynb"})
@@ -71,6 +74,62 @@ class _IgnoreFile:
     spec: pathspec.GitIgnoreSpec
 
 
+def gitignore_spec(lines: Sequence[str]) -> pathspec.GitIgnoreSpec:
+    """Gitignore-style patterns, compiled (git's own semantics, negations included)."""
+    return _pathspec().GitIgnoreSpec.from_lines(lines)
+
+
+def _pathspec() -> ModuleType:
+    """pathspec, imported on first use: only a directory walk, ``--force-exclude`` or
+    per-file ignores need it, so checking named files never pays for it.
+
+    Before Python 3.13, pathspec takes ``deprecated`` (for a few deprecated
+    functions of its own API, none of which graphlint calls) from
+    typing_extensions, whose decorator imports asyncio to tell coroutine
+    functions apart: some 30-40 ms, more than pathspec itself. pathspec looks
+    for the standard library's ``warnings.deprecated`` (Python 3.13) first, so
+    while it is first imported an equivalent is put there (the decorated
+    function warns with DeprecationWarning on each call), and taken away again.
+    """
+    module = sys.modules.get("pathspec")
+    if module is not None:
+        return module
+    import warnings
+
+    if hasattr(warnings, "deprecated"):
+        import pathspec
+
+        return pathspec
+    warnings.deprecated = _deprecated  # type: ignore[attr-defined]
+    try:
+        import pathspec
+    finally:
+        del warnings.deprecated  # type: ignore[attr-defined]
+    return pathspec
+
+
+def _deprecated(message: str, /, *, category: type[Warning] | None = DeprecationWarning, stacklevel: int = 1):
+    """What ``warnings.deprecated`` does to a function (PEP 702), for pathspec's import only."""
+    import functools
+    import warnings
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        if isinstance(function, type):  # pathspec deprecates functions only; a class is marked, not wrapped
+            function.__deprecated__ = message  # type: ignore[attr-defined]
+            return function
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if category is not None:
+                warnings.warn(message, category=category, stacklevel=stacklevel + 1)
+            return function(*args, **kwargs)
+
+        wrapper.__deprecated__ = message  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
 def is_source_file(path: Path) -> bool:
     return path.suffix in SOURCE_SUFFIXES
 
@@ -101,7 +160,14 @@ def discover(
     """
     cwd = Path.cwd()
     root = (root or cwd).absolute()
-    exclude_spec = _IgnoreFile(root, pathspec.GitIgnoreSpec.from_lines(exclude)) if exclude else None
+    compiled: list[_IgnoreFile | None] = []
+
+    def exclusions() -> _IgnoreFile | None:
+        # Compiled on first need: files named on the command line need none.
+        if not compiled:
+            compiled.append(_IgnoreFile(root, gitignore_spec(exclude)) if exclude else None)
+        return compiled[0]
+
     result = Discovery()
     found: set[Path] = set()
     visited_dirs: set[Path] = set()
@@ -110,10 +176,10 @@ def discover(
         if not path.exists():
             raise MissingPathError(str(given))
         if path.is_dir():
-            walker = _Walker(exclude_spec, visited_dirs, result.warnings)
+            walker = _Walker(exclusions(), visited_dirs, result.warnings)
             for file in walker.walk(path):
                 found.add(display_path(file, cwd))
-        elif not (force_exclude and exclude_spec is not None and _excluded(exclude_spec, path, is_dir=False)):
+        elif not (force_exclude and exclude and _excluded(exclusions(), path, is_dir=False)):
             found.add(display_path(path, cwd))
     result.files = sorted(found, key=lambda p: str(p))
     return result
@@ -210,7 +276,7 @@ def _read_ignore_file(path: Path, base: Path, warnings: list[str]) -> _IgnoreFil
         warnings.append(f"cannot read {path}: {error.strerror or error}")
         return None
     try:
-        spec = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+        spec = gitignore_spec(text.splitlines())
     except Exception as error:  # pathspec rejects some malformed patterns
         warnings.append(f"ignoring malformed {path}: {error}")
         return None

@@ -13,10 +13,12 @@ import ast
 import io
 import threading
 import tokenize
-
-import libcst
+from typing import TYPE_CHECKING
 
 from graphlint.finding import Finding
+
+if TYPE_CHECKING:
+    import libcst
 
 # libcst parses roughly 0.2-0.8 MB/s; past this size one file would stall a
 # whole run (and a pre-commit hook), so it is reported instead of analysed.
@@ -99,6 +101,10 @@ def _byte_position(data: bytes, index: int) -> tuple[int, int]:
 
 def parse(text: str, path: str) -> libcst.Module | Finding:
     """The libcst module, or a GL000 finding with the syntax error's message and position."""
+    # Imported here, not at the top: the notebook reader and read_text() use this
+    # module in runs that parse nothing, which must not pay for libcst.
+    import libcst
+
     longest_line, nesting = _shape(text)
     if longest_line > _LOGICAL_LINE_WORTH_CHECKING or nesting > _NESTING_WORTH_CHECKING:
         problem = _cpython_check(text, path, measure_depth=True)

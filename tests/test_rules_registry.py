@@ -1,4 +1,4 @@
-"""The static rule table says what the rule modules say.
+"""The static rule table says what the rule modules say, and start-up imports only what a run needs.
 
 graphlint.rules.RULES lets the command line list codes, names and summaries
 and resolve --select/--ignore without importing the rule modules (and with
@@ -77,6 +77,35 @@ def _imported(modules: set[str], names) -> list[str]:
     return sorted(name for name in names if name in modules)
 
 
-@pytest.mark.parametrize("args", [["rules"], ["rule", "GL003"]])
+def test_checking_a_file_with_nothing_to_analyse_imports_no_analysis(tmp_path: Path):
+    (tmp_path / "util.py").write_text("def add(a, b):\n    return a + b\n")
+    modules = _modules_after(["check", "--no-cache", "util.py"], tmp_path)
+    assert _imported(modules, HEAVY) == []
+    # Nor what only other runs need: a walk's ignore files, notebooks, a pool, a config file, reports not asked for.
+    others = ("pathspec", "asyncio", "graphlint.notebook", "concurrent.futures", "tomllib", "graphlint.report.json")
+    assert _imported(modules, others) == []
+
+
+def test_a_directory_walk_reads_gitignore_without_importing_asyncio(tmp_path: Path):
+    (tmp_path / ".gitignore").write_text("generated/\n")
+    (tmp_path / "util.py").write_text("def add(a, b):\n    return a + b\n")
+    modules = _modules_after(["check", "--no-cache", "."], tmp_path)
+    assert "pathspec" in modules
+    assert _imported(modules, HEAVY + ("asyncio",)) == []
+
+
+def test_pathspecs_deprecations_still_warn():
+    from graphlint.files import _deprecated
+
+    @_deprecated("old")
+    def old(x):
+        return x + 1
+
+    with pytest.warns(DeprecationWarning, match="old"):
+        assert old(1) == 2
+    assert old.__deprecated__ == "old" and old.__name__ == "old"
+
+
+@pytest.mark.parametrize("args", [["rules"], ["rule", "GL003"], ["check", "--select", "GL001", "--no-cache", "."]])
 def test_listing_and_documenting_rules_imports_no_analysis(tmp_path: Path, args: list[str]):
     assert _imported(_modules_after(args, tmp_path), HEAVY) == []
