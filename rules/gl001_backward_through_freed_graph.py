@@ -93,7 +93,7 @@ def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:
 
 
 def _stepped_graph(model, backward, recurrent_sites) -> str | None:
-    for origin, step in backward.stepped_hits.items():
+    for origin, step in sorted(backward.stepped_hits.items(), key=lambda item: model.site_line(item[0][0])):
         if origin[1] and origin[0] in recurrent_sites:
             continue
         if not model.origin_is_graph(origin, roots=backward.roots):

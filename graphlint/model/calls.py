@@ -11,6 +11,8 @@ from graphlint.model.names import (
     CUTTING_BUILTINS,
     CUTTING_METHODS,
     INPLACE_CUTS,
+    MODULE_HOUSEKEEPING,
+    PARAMETER_METHODS,
     PASSING_BUILTINS,
     TORCH_CUTTING,
     dotted,
@@ -43,14 +45,6 @@ _LIST_ADDS = frozenset({"append", "extend", "insert", "appendleft"})
 _CONTAINER_ADDS = frozenset({"add", "update", "setdefault", "put"})
 # Methods returning (part of) the receiver's content.
 _CONTAINER_READS = frozenset({"get", "pop", "values", "items", "copy", "popleft", "clone", "contiguous"})
-# Module methods that do not run a forward.
-_MODULE_HOUSEKEEPING = frozenset({
-    "train", "eval", "to", "cuda", "cpu", "half", "float", "double", "zero_grad",
-    "state_dict", "load_state_dict", "apply", "named_modules", "modules", "children",
-    "register_buffer", "register_forward_hook", "requires_grad_", "init_hidden",
-    "init_hidden_state", "reset_parameters", "save_pretrained", "named_buffers", "buffers",
-})
-_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 _NON_TORCH_CUTTING_ROOTS = ("math.", "numpy.", "np.", "random.", "time.", "os.", "json.", "logging.", "wandb.")
 
 
@@ -340,7 +334,7 @@ class _CallEvaluator:
             found = self.program.method(cls, method)
             if found is not None:
                 return self.inline_or_unknown(found[1], found[0], owner)
-        if method in _PARAMETER_METHODS:
+        if method in PARAMETER_METHODS:
             self.args_value()
             return EMPTY if self.ctx.no_grad else frozenset({PARAMS})
         if kinds & {OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR} and method not in ("scale",):
@@ -355,7 +349,7 @@ class _CallEvaluator:
         if MODULE in attribute_kinds:
             return self.args_value() | self.forward(CERTAIN, func)
         if MODULE in kinds:
-            if method in _MODULE_HOUSEKEEPING:
+            if method in MODULE_HOUSEKEEPING:
                 self.args_value()
                 return EMPTY
             return self.args_value() | self.forward(CERTAIN, owner)
@@ -478,6 +472,10 @@ class _CallEvaluator:
         for param, value in bound.items():
             if param not in aliases:
                 state.set(frame.prefix + param, value - {NEW})
+        memo_key = None if interp.recording else interp.inline_key(func, frame, state)
+        known = interp.inlined.get(memo_key) if memo_key is not None else None
+        if known is not None:
+            return self._inlined(func, known[0].copy(), *known[1:])
         forwards_before = interp.forwards_run
         # A helper that runs a forward is a forward call of its own; the carried
         # state is reported where it is passed in, not again inside the helper.
@@ -490,12 +488,22 @@ class _CallEvaluator:
             interp._stack.pop()
             interp.suppress_carried -= 1 if outer_carry else 0
         exit_state.drop_prefix(frame.prefix, interp.dead_keys())
-        if interp.forwards_run > forwards_before:
-            interp.runs_forward[func] = True
-        ctx.state = exit_state
-        if frame.returned_elements:
-            ctx.returned_elements = frame.returned_elements
-        return frame.returns
+        outcome = (exit_state, frame.returns, frame.returned_elements, interp.forwards_run - forwards_before)
+        if memo_key is not None:
+            interp.remember_inlined(memo_key, outcome)
+            exit_state = exit_state.copy()
+        interp.forwards_run = forwards_before
+        return self._inlined(func, exit_state, *outcome[1:])
+
+    def _inlined(self, func, exit_state: State, returns, returned_elements, forwards: int) -> frozenset:
+        """Continue the caller after an inlined helper (solved now or remembered)."""
+        self.interp.forwards_run += forwards
+        if forwards:
+            self.interp.runs_forward[func] = True
+        self.ctx.state = exit_state
+        if returned_elements:
+            self.ctx.returned_elements = returned_elements
+        return returns
 
 
 def _related(a: str, b: str) -> bool:

@@ -9,6 +9,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.program import Program
+from graphlint.model.relevance import Relevant, relevant_scopes
 from graphlint.model.walk import analysing
 from graphlint.model.provenance import AnalysisBudgetExceeded, Facts, Interpreter, Site
 
@@ -152,16 +153,25 @@ def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
             id(node) for node, rng in positions.items()
             if rng.start.line in watch_lines and isinstance(node, (libcst.BaseSmallStatement, libcst.BaseCompoundStatement))
         }
+    other_framework = program.uses_other_framework()
+    relevant = None if other_framework else relevant_scopes(program)
+    if watch_lines:
+        # Queries (tests) may ask about any scope, trigger or not.
+        relevant = Relevant(frozenset(program.scopes), frozenset(program.scopes))
     truncated = None
     try:
         # The module body first (scripts), then every function and method as an
         # entry point of its own (library code that nothing in the file calls).
-        for scope in () if program.uses_other_framework() else program.scopes.values():
-            interpreter.analyse_scope(scope)
+        for scope in () if other_framework else program.scopes.values():
+            if scope.node in relevant.provenance:
+                interpreter.analyse_scope(scope)
     except AnalysisBudgetExceeded as error:
         truncated = f"analysis cut short: {error}; findings for this file may be incomplete"
-    order_violations = [] if program.uses_other_framework() else analyse_order(
-        program, module.code_for_node, lambda node: positions[node].start.line if node in positions else 0
+    order_violations = [] if other_framework else analyse_order(
+        program,
+        module.code_for_node,
+        lambda node: positions[node].start.line if node in positions else 0,
+        relevant.order,
     )
     return ModuleModel(
         module=module,

@@ -1268,11 +1268,16 @@ def _join(old, new, entering_loop: bool):
     return (joined, joined_deferred, old_fresh | fresh, old_applied | applied)
 
 
-def analyse_order(program: Program, code, line=lambda node: 0) -> list[Violation]:
-    """``line(node)`` orders events deterministically (memory addresses differ run to run)."""
+def analyse_order(program: Program, code, line=lambda node: 0, entry_points=None) -> list[Violation]:
+    """``line(node)`` orders events deterministically (memory addresses differ run to run).
+
+    ``entry_points``: the scope nodes to analyse (None: all; see relevance.py).
+    """
     violations: list[Violation] = []
     cache: dict = {}
     for scope in program.scopes.values():
+        if entry_points is not None and scope.node not in entry_points:
+            continue
         graph = EventGraph(program, cache)
         entry, _ = graph.expand(scope, {}, 0, None, False)
         if not any(e.kind in ("S", "SC") for n in graph.nodes for e in n.events):

@@ -64,6 +64,16 @@ OPTIMIZER_CLASSES = frozenset({
 SCALER_CLASSES = frozenset({"GradScaler", "ShardedGradScaler"})
 
 
+# Module methods that do not run a forward.
+MODULE_HOUSEKEEPING = frozenset({
+    "train", "eval", "to", "cuda", "cpu", "half", "float", "double", "zero_grad",
+    "state_dict", "load_state_dict", "apply", "named_modules", "modules", "children",
+    "register_buffer", "register_forward_hook", "requires_grad_", "init_hidden",
+    "init_hidden_state", "reset_parameters", "save_pretrained", "named_buffers", "buffers",
+})
+PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+
+
 class Imports:
     """Maps local names bound by imports to the dotted names they stand for."""
 

@@ -47,6 +47,8 @@ PARAMS: Origin = (-3, 0)
 
 WEAK, LIKELY, CERTAIN = 1, 2, 3
 MAX_INLINE_DEPTH = 4
+# Remembered helper outcomes per file before the memo starts afresh (bounds memory).
+_MAX_INLINED = 4096
 
 
 class AnalysisBudgetExceeded(Exception):
@@ -100,6 +102,16 @@ class State:
         new.stepped = dict(self.stepped)
         new.fresh = dict(self.fresh)
         return new
+
+    def fingerprint(self) -> tuple:
+        """A hashable value equal for equal states (graph nodes compared by identity)."""
+        return (
+            frozenset(self.env.items()),
+            frozenset((origin, id(node)) for origin, node in self.freed.items()),
+            frozenset((origin, id(node)) for origin, node in self.traversed.items()),
+            frozenset((origin, id(node)) for origin, node in self.stepped.items()),
+            frozenset(self.fresh.items()),
+        )
 
     def join(self, other: "State") -> bool:
         """Merge ``other`` into self; True when self changed."""
@@ -187,18 +199,25 @@ class State:
 
     def _age(self, selected) -> None:
         """Age every origin of the selected sites by one execution (the oldest ones merge)."""
+        origins = set().union(*self.env.values(), self.freed, self.traversed, self.stepped)
+        self._age_origins({o for o in origins if selected(o[0])})
+
+    def _age_origins(self, chosen) -> None:
+        if not chosen:
+            return
         for key, value in self.env.items():
-            if any(selected(o[0]) for o in value):
-                self.env[key] = frozenset(older(o) if selected(o[0]) else o for o in value)
-        for name in ("freed", "traversed", "stepped"):
-            table = getattr(self, name)
+            if not value.isdisjoint(chosen):
+                self.env[key] = frozenset(older(o) if o in chosen else o for o in value)
+        for table in (self.freed, self.traversed, self.stepped):
+            if table.keys().isdisjoint(chosen):
+                continue
             for age in range(OLDEST - 1, -1, -1):
-                for origin in [o for o in table if o[1] == age and selected(o[0])]:
+                for origin in [o for o in table if o[1] == age and o in chosen]:
                     table.setdefault(older(origin), table.pop(origin))
 
     def refresh(self, site: int) -> None:
         """A new execution of ``site``: its existing nodes age by one execution."""
-        self._age(lambda other: other == site)
+        self._age_origins({(site, age) for age in range(OLDEST + 1)})
 
 
 @dataclass
@@ -262,6 +281,10 @@ class Interpreter:
         self.watch: set[int] = set()
         self.snapshots: dict[int, list[State]] = {}
         self.suppress_carried = 0
+        # Helpers solved outside the recording pass, by everything their outcome
+        # depends on (see inline_key): outer fixpoints re-solve the same call
+        # with the same state many times, exponentially so in nested helpers.
+        self.inlined: dict[tuple, tuple] = {}
 
     # ----- sites -----
     def site(self, stmt: cst.CSTNode) -> Site:
@@ -279,6 +302,27 @@ class Interpreter:
         if key not in self._cfgs:
             self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad)
         return self._cfgs[key]
+
+    # ----- inlining memo -----
+    def inline_key(self, func: cst.FunctionDef, frame: "Frame", state: State) -> tuple:
+        """Everything solving ``func`` in ``frame`` from ``state`` depends on, when not recording."""
+        return (
+            id(func),
+            frame.prefix,
+            frozenset(frame.aliases.items()),
+            frame.loop_stack,
+            frame.depth,
+            frozenset((name, id(node)) for name, node in frame.local_defs.items()),
+            # Liveness (dead_keys) reads where every caller stands; recursion is cut by the stack.
+            tuple((id(outer.cfg), outer.current) for outer in self.frames),
+            tuple(id(node) for node in self._stack),
+            state.fingerprint(),
+        )
+
+    def remember_inlined(self, key: tuple, outcome: tuple) -> None:
+        if len(self.inlined) >= _MAX_INLINED:
+            self.inlined.clear()
+        self.inlined[key] = outcome
 
     # ----- driving -----
     def analyse_scope(self, scope: Scope) -> None:

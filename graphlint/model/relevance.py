@@ -1,0 +1,192 @@
+"""Which scopes can lead to a fact, so that only they are analysed as entry points.
+
+Every function of a file is an entry point of its own (library code that
+nothing in the file calls), but most functions of a real codebase cannot
+produce anything a rule reads: no backward, no optimizer hyperparameter, no
+accumulation in a loop. Solving them, with their helpers inlined, was most of
+the analysis time on library files. A scope is analysed when its own code
+spells a trigger, or calls, by name, a function or method of this file whose
+code does (transitively): a helper analysed inside its caller sees the same
+triggers.
+
+The test is syntactic and deliberately wide, like the prefilter's needles
+(graphlint/prefilter.py): it may keep a scope needlessly, but a scope it drops
+must be one whose analysis records no fact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from graphlint.model.names import MODULE_HOUSEKEEPING, PARAMETER_METHODS, dotted
+from graphlint.model.program import MODULE, PARAM_GROUP, Program, Scope
+from graphlint.model.walk import children
+from graphlint.prefilter import NEEDLES
+
+# Spellings of a backward (GL001, GL002, and GL005's training loops), of an
+# optimizer event (GL003) and of a hyperparameter write (GL004).
+_BACKWARD_WORDS = NEEDLES["GL001"].names
+_BACKWARD_PARTS = NEEDLES["GL001"].name_parts
+_ORDER_WORDS = _BACKWARD_WORDS | {"step", "zero_grad"}
+# `defaults` is a common attribute name elsewhere: only a write to it counts
+# (`opt.defaults[k] = v`, `opt.defaults.update(...)`).
+_HYPERPARAMETER_WORDS = NEEDLES["GL004"].names - {"defaults"}
+# Words without which a file has no training or evaluation loop, so no GL005.
+_LOOP_FILE_WORDS = NEEDLES["GL005"].names
+_LOOP_FILE_PARTS = NEEDLES["GL005"].name_parts
+# Spellings of a tensor that requires grad (a leaf: graph-bearing from the start).
+_LEAF_WORDS = frozenset({"requires_grad", "requires_grad_", "Parameter", "autograd"})
+_NOT_FORWARD_METHODS = MODULE_HOUSEKEEPING | PARAMETER_METHODS
+# Methods that add to their receiver (graphlint/model/calls.py accumulates through them).
+_ADDING_METHODS = frozenset({"append", "extend", "insert", "appendleft", "add", "update", "setdefault", "put"})
+# Methods a call of an instance runs, whatever the instance is called.
+_CALLED_ON_INSTANCES = ("forward", "__call__")
+
+
+@dataclass
+class _Spelled:
+    """What one scope's own code spells (nested functions and classes excluded)."""
+
+    # Names and attribute names used: a function of the file named here may be
+    # called here, directly or as a callback (`optimizer.step(closure)`).
+    words: set[str] = field(default_factory=set)
+    loop: bool = False
+    accumulation: bool = False
+    calls: bool = False
+    defaults_write: bool = False
+    forward: bool = False  # builds a leaf that requires grad
+    called: set[str] = field(default_factory=set)  # dotted callees and arguments
+    called_methods: set[tuple[str, str]] = field(default_factory=set)  # (owner, method)
+
+
+@dataclass(frozen=True)
+class Relevant:
+    """The scopes worth analysing as entry points, for each analysis."""
+
+    provenance: frozenset[cst.CSTNode]  # GL001, GL002, GL004, GL005
+    order: frozenset[cst.CSTNode]  # GL003
+
+
+def relevant_scopes(program: Program) -> Relevant:
+    spelled = {node: _spell(scope) for node, scope in program.scopes.items()}
+    file_words = set().union(*(s.words for s in spelled.values())) if spelled else set()
+    loops_matter = bool(file_words & _LOOP_FILE_WORDS) or any(
+        part in word for word in file_words for part in _LOOP_FILE_PARTS
+    )
+    group_words = _param_group_words(program)
+    # `from torch.autograd import grad`: the call is spelled `grad(...)`.
+    backward_words = _BACKWARD_WORDS | {
+        local for local, full in program.imports.aliases.items() if any(part in full for part in _BACKWARD_PARTS)
+    }
+
+    def backward_trigger(s: _Spelled) -> bool:
+        return bool(s.words & backward_words) or any(part in word for word in s.words for part in _BACKWARD_PARTS)
+
+    def hyperparameter_trigger(s: _Spelled) -> bool:
+        return bool(s.words & (_HYPERPARAMETER_WORDS | group_words)) or s.defaults_write
+
+    provenance = _closure(program, spelled, lambda s: backward_trigger(s) or hyperparameter_trigger(s))
+    if loops_matter:
+        # GL005 without a backward: an accumulation in a loop that runs a forward
+        # GL005 can be sure of (a module of this file, a leaf tensor). The three
+        # may sit in different helpers: each is looked for through named scopes.
+        for node, scope in program.scopes.items():
+            spelled[node].forward = spelled[node].forward or _runs_module(program, scope, spelled[node])
+        forward = _closure(program, spelled, lambda s: s.forward)
+        loop = _closure(program, spelled, lambda s: s.loop)
+        accumulation = _closure(program, spelled, lambda s: s.accumulation)
+        provenance |= _closure(program, spelled, lambda s: False, forward & loop & accumulation)
+    return Relevant(
+        provenance=provenance,
+        order=_closure(program, spelled, lambda s: backward_trigger(s) or bool(s.words & _ORDER_WORDS)),
+    )
+
+
+def _closure(program: Program, spelled: dict, trigger, seeds=frozenset()) -> frozenset:
+    """Scopes that spell a trigger (or are seeds), or name (transitively) a scope that does."""
+    relevant = {node for node, s in spelled.items() if trigger(s)} | set(seeds)
+    changed = True
+    while changed:
+        changed = False
+        names: set[str] = set()
+        implicit = False
+        for node in relevant:
+            scope = program.scopes[node]
+            name = scope.key.rpartition(".")[2]
+            names.add(name)
+            if name == "__init__" and scope.cls is not None:
+                names.add(scope.cls.name)  # run by `Cls(...)`
+            elif name in _CALLED_ON_INSTANCES:
+                implicit = True  # run by calling an instance, under any name
+        for node, s in spelled.items():
+            if node not in relevant and (s.words & names or (implicit and s.calls)):
+                relevant.add(node)
+                changed = True
+    return frozenset(relevant)
+
+
+def _param_group_words(program: Program) -> set[str]:
+    """Last parts of every path holding a parameter group (``for g in opt.param_groups``)."""
+    return {path.rpartition(".")[2] for (_, path), kinds in program._kinds.items() if PARAM_GROUP in kinds}
+
+
+def _spell(scope: Scope) -> _Spelled:
+    found = _Spelled()
+    stack = list(scope.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            continue  # a scope of its own (reached through its name)
+        if isinstance(node, cst.Name):
+            found.words.add(node.value)
+        elif isinstance(node, cst.Attribute):
+            found.words.add(node.attr.value)
+        elif isinstance(node, cst.Call):
+            found.calls = True
+            func = node.func
+            # The callee, and what is passed in: a module handed to a helper runs there.
+            for expr in (func, *(arg.value for arg in node.args)):
+                path = dotted(expr)
+                if path is not None:
+                    found.called.add(path)
+            if isinstance(func, cst.Attribute) and func.attr.value not in _NOT_FORWARD_METHODS:
+                # `model.generate(x)` on a module runs a forward (its own methods
+                # defined in this file are reached through their names instead).
+                owner = dotted(func.value)
+                if owner is not None:
+                    found.called_methods.add((owner, func.attr.value))
+            if isinstance(func, cst.Attribute) and func.attr.value in _ADDING_METHODS:
+                found.accumulation = True
+                found.defaults_write |= _is_defaults(func.value)
+        elif isinstance(node, cst.Subscript):
+            # Over-wide (reads count too), but cheap and never misses a write.
+            found.defaults_write |= _is_defaults(node.value)
+        elif isinstance(node, (cst.For, cst.While)):
+            found.loop = True
+        elif isinstance(node, cst.AugAssign) or (isinstance(node, cst.Assign) and isinstance(node.value, cst.BinaryOperation)):
+            found.accumulation = True
+        stack.extend(children(node))
+    found.forward = bool(found.words & _LEAF_WORDS)
+    return found
+
+
+def _runs_module(program: Program, scope: Scope, spelled: _Spelled) -> bool:
+    """Whether the scope calls a module, or hands one to a call (a forward the analysis is sure of)."""
+    def is_module(path: str) -> tuple[bool, object]:
+        kinds = program.kinds(scope, path)
+        cls = program.class_of_instance(kinds) if kinds else None
+        return MODULE in kinds or (cls is not None and cls.is_module), cls
+
+    if any(is_module(path)[0] for path in spelled.called):
+        return True
+    for owner, method in spelled.called_methods:
+        module, cls = is_module(owner)
+        if module and (cls is None or program.method(cls, method) is None):
+            return True
+    return False
+
+
+def _is_defaults(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "defaults"

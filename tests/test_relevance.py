@@ -1,0 +1,97 @@
+"""Scopes the relevance test drops must be scopes whose analysis finds nothing.
+
+graphlint/model/relevance.py only saves time: with it or without it (every
+scope an entry point), every fixture must give exactly the same findings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from graphlint.checker import check_source
+from graphlint.model import core
+from graphlint.model.program import Program
+from graphlint.model.relevance import Relevant, relevant_scopes
+
+FIXTURES = sorted(
+    path for path in Path(__file__).parent.parent.joinpath("fixtures").rglob("*.py") if not path.name.endswith(".fixed.py")
+)
+
+
+def _every_scope(program: Program) -> Relevant:
+    return Relevant(frozenset(program.scopes), frozenset(program.scopes))
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(p.parent.parent)))
+def test_dropping_irrelevant_scopes_changes_no_finding(path: Path, monkeypatch) -> None:
+    source = path.read_bytes()
+    with_relevance = check_source(source, str(path))
+    monkeypatch.setattr(core, "relevant_scopes", _every_scope)
+    assert check_source(source, str(path)) == with_relevance
+
+
+def _relevant_keys(source: str) -> tuple[set[str], set[str]]:
+    program = Program(cst.parse_module(source))
+    relevant = relevant_scopes(program)
+    keys = {node: scope.key for node, scope in program.scopes.items()}
+    return {keys[n] for n in relevant.provenance}, {keys[n] for n in relevant.order}
+
+
+def test_library_code_without_triggers_is_not_analysed() -> None:
+    provenance, order = _relevant_keys(
+        "class Parser:\n"
+        "    def __init__(self):\n"
+        "        self.defaults = {}\n"
+        "    def feed(self, text):\n"
+        "        out = ''\n"
+        "        for ch in text:\n"
+        "            out += self.step(ch)\n"
+        "        return out\n"
+    )
+    assert provenance == set()
+    assert order == {"Parser.feed"}  # `step` is an optimizer event's spelling
+
+
+def test_callers_of_a_helper_with_a_backward_are_analysed() -> None:
+    provenance, _ = _relevant_keys(
+        "def backward_g(loss):\n"
+        "    loss.backward()\n"
+        "def train_step(model, x):\n"
+        "    backward_g(model(x).sum())\n"
+        "def unrelated(a):\n"
+        "    return a + 1\n"
+    )
+    assert provenance == {"backward_g", "train_step"}
+
+
+def test_a_constructor_with_a_trigger_makes_its_class_callers_relevant() -> None:
+    provenance, _ = _relevant_keys(
+        "class Tuner:\n"
+        "    def __init__(self, opt):\n"
+        "        for g in opt.param_groups:\n"
+        "            g['lr'] = 0.1\n"
+        "def build(opt):\n"
+        "    return Tuner(opt)\n"
+        "def other():\n"
+        "    return 1\n"
+    )
+    assert provenance == {"Tuner.__init__", "build"}
+
+
+def test_an_evaluation_loop_accumulating_module_outputs_is_analysed() -> None:
+    provenance, _ = _relevant_keys(
+        "import torch\n"
+        "def evaluate(model, batches):\n"
+        "    total = 0\n"
+        "    for x in batches:\n"
+        "        total += model(x).sum()\n"
+        "    return total\n"
+        "def main():\n"
+        "    model = torch.nn.Linear(2, 1)\n"
+        "    model.eval()\n"
+        "    print(evaluate(model, []))\n"
+    )
+    assert "main" in provenance
