@@ -133,43 +133,53 @@ def _param_group_words(program: Program) -> set[str]:
 
 
 def _spell(scope: Scope) -> _Spelled:
+    # Exact type tests (all these node classes are final): isinstance against
+    # libcst's abstract classes goes through ABCMeta and dominated this walk.
     found = _Spelled()
     stack = list(scope.body)
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            continue  # a scope of its own (reached through its name)
-        if isinstance(node, cst.Name):
+        kind = type(node)
+        if kind is cst.Name:
             found.words.add(node.value)
-        elif isinstance(node, cst.Attribute):
+            continue  # a leaf, for what is spelled
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            continue  # a scope of its own (reached through its name)
+        if kind is cst.Attribute:
             found.words.add(node.attr.value)
-        elif isinstance(node, cst.Call):
-            found.calls = True
-            func = node.func
-            # The callee, and what is passed in: a module handed to a helper runs there.
-            for expr in (func, *(arg.value for arg in node.args)):
-                path = dotted(expr)
-                if path is not None:
-                    found.called.add(path)
-            if isinstance(func, cst.Attribute) and func.attr.value not in _NOT_FORWARD_METHODS:
-                # `model.generate(x)` on a module runs a forward (its own methods
-                # defined in this file are reached through their names instead).
-                owner = dotted(func.value)
-                if owner is not None:
-                    found.called_methods.add((owner, func.attr.value))
-            if isinstance(func, cst.Attribute) and func.attr.value in _ADDING_METHODS:
-                found.accumulation = True
-                found.defaults_write |= _is_defaults(func.value)
-        elif isinstance(node, cst.Subscript):
+        elif kind is cst.Call:
+            _spell_call(node, found)
+        elif kind is cst.Subscript:
             # Over-wide (reads count too), but cheap and never misses a write.
             found.defaults_write |= _is_defaults(node.value)
-        elif isinstance(node, (cst.For, cst.While)):
+        elif kind is cst.For or kind is cst.While:
             found.loop = True
-        elif isinstance(node, cst.AugAssign) or (isinstance(node, cst.Assign) and isinstance(node.value, cst.BinaryOperation)):
+        elif kind is cst.AugAssign or (kind is cst.Assign and type(node.value) is cst.BinaryOperation):
             found.accumulation = True
         stack.extend(children(node))
     found.forward = bool(found.words & _LEAF_WORDS)
     return found
+
+
+def _spell_call(node: cst.Call, found: _Spelled) -> None:
+    found.calls = True
+    func = node.func
+    # The callee, and what is passed in: a module handed to a helper runs there.
+    for expr in (func, *(arg.value for arg in node.args)):
+        path = dotted(expr)
+        if path is not None:
+            found.called.add(path)
+    if type(func) is cst.Attribute:
+        method = func.attr.value
+        if method not in _NOT_FORWARD_METHODS:
+            # `model.generate(x)` on a module runs a forward (its own methods
+            # defined in this file are reached through their names instead).
+            owner = dotted(func.value)
+            if owner is not None:
+                found.called_methods.add((owner, method))
+        if method in _ADDING_METHODS:
+            found.accumulation = True
+            found.defaults_write |= _is_defaults(func.value)
 
 
 def _runs_module(program: Program, scope: Scope, spelled: _Spelled) -> bool:
@@ -189,4 +199,4 @@ def _runs_module(program: Program, scope: Scope, spelled: _Spelled) -> bool:
 
 
 def _is_defaults(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Attribute) and expr.attr.value == "defaults"
+    return type(expr) is cst.Attribute and expr.attr.value == "defaults"

@@ -18,13 +18,25 @@ def dispatch(visitor: object, roots: Iterable[cst.CSTNode]) -> None:
 
     A visit method returning False skips that node's children, as in libcst.
     """
+    cls = type(visitor)
+    methods = cls.__dict__.get("_visit_methods")
+    if methods is None:
+        # Node class -> unbound visit method (or None), kept on the visitor class
+        # itself so that classes defined in a function die with their cache.
+        methods = {}
+        cls._visit_methods = methods
     stack = list(reversed(list(roots)))
     while stack:
         node = stack.pop()
-        method = getattr(visitor, "visit_" + type(node).__name__, None)
-        if method is not None and method(node) is False:
+        kind = type(node)
+        try:
+            method = methods[kind]
+        except KeyError:
+            method = methods[kind] = getattr(type(visitor), "visit_" + kind.__name__, None)
+        if method is not None and method(visitor, node) is False:
             continue
         stack.extend(reversed(children(node)))
+
 
 
 # Children of each node, computed once (see ``_fields_in_visit_order``). Keyed by id(); each entry keeps its node, so an id
@@ -45,15 +57,25 @@ def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     found = []
     for name in fields:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        kind = type(value)
+        if kind is tuple or kind is list:
+            found.extend(item for item in value if _is_node(type(item)))
+        elif _is_node(kind):
             found.append(value)
-        elif isinstance(value, (tuple, list)):
-            found.extend(item for item in value if isinstance(item, cst.CSTNode))
     found = tuple(found)
     _children[id(node)] = (node, found)
     return found
 
 
+def _is_node(kind: type) -> bool:
+    # issubclass against libcst's abstract CSTNode goes through ABCMeta: remember each answer.
+    known = _node_types.get(kind)
+    if known is None:
+        known = _node_types[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
+_node_types: dict[type, bool] = {}
 # Node class -> the names of its fields that hold children, in source order.
 _child_fields: dict[type, tuple[str, ...]] = {}
 
