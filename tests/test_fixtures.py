@@ -64,6 +64,14 @@ KNOWN_GAPS = {
         "taken for a forward",
     "clean/gl005_task_object_with_state_dict.py": "false positive: an object with a state_dict() taken for a model, so "
         "its train_step() is a forward and its int/dict results carry graphs",
+    # Shapes of corpus files the prefilter drops (no training or evaluation spelling), with a stand-in trainer.
+    "clean/gl005_stack_forward_optional_layer_outputs.py": "false positive: a module forward returning its per-layer "
+        "lists inside a NamedTuple class of the file (StackOutput(hidden, all_hidden_states, all_attentions)): the class "
+        "call is a new value, so the lists are neither the module's returned outputs nor followed into the caller's "
+        "loss, and their appends in the layer loop count as history (a plain tuple return is silent)",
+    "clean/gl005_parameter_hook_handles_collected.py": "false positive: param.register_hook(...) on a parameter (a leaf "
+        "that requires grad) is taken for a graph-bearing value, and the loop's call of match_fn(name), a function "
+        "argument, for a forward, so appending the returned RemovableHandle counts as history",
 }
 
 

@@ -206,6 +206,7 @@ def test_second_stage_keeps_compile_warnings_quiet(recwarn: pytest.WarningsRecor
         (b"x.defaults['lr'] = 1\n", True),
         (b"It runs forward and backward passes.\n", False),
         (b"model.training = False; evaluate(model)\n", False),
+        (b"layers = eval(conv_spec)\n", False),  # the builtin, not a module's evaluation mode
         (b"obj.\\\n  eval()\n", True),
         (b"(obj\n   .train(False))\n", True),
     ],
