@@ -134,9 +134,9 @@ class _CallEvaluator:
             self.ctx.eval(event.owner)
             return EMPTY
         func = call.func
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             return self.method_call(func)
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             return self.name_call(func)
         # self.layers[i](x), make_model()(x), ...
         callee_value = ctx.eval(func)
@@ -178,14 +178,14 @@ class _CallEvaluator:
         stack = [target]
         while stack:
             node = stack.pop()
-            path = self.interp.path(self.frame, node) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
+            path = self.interp.path(self.frame, node) if type(node) in (cst.Name, cst.Attribute, cst.Subscript) else None
             if path is not None:
                 paths.add(path)
                 continue
             stack.extend(child for child in children(node) if isinstance(child, cst.BaseExpression))
         sites = self.interp.sites
         roots = {o[0] for o in value if o[0] >= 0 and sites[o[0]].targets & paths}
-        if isinstance(target, cst.Call) or not paths:
+        if type(target) is cst.Call or not paths:
             roots |= {self.ctx.site.id} if self.ctx.site is not None else set()
         return frozenset(roots)
 
@@ -209,9 +209,9 @@ class _CallEvaluator:
         return EMPTY
 
     def _call_closure(self, closure: cst.BaseExpression) -> None:
-        if isinstance(closure, cst.Name) and closure.value in self.frame.local_defs:
+        if type(closure) is cst.Name and closure.value in self.frame.local_defs:
             self.inline(self.frame.local_defs[closure.value], None, None)
-        elif isinstance(closure, cst.Name) and closure.value in self.program.functions:
+        elif type(closure) is cst.Name and closure.value in self.program.functions:
             self.inline(self.program.functions[closure.value], None, None)
 
     def _resolve_dotted(self, local: str) -> str | None:
@@ -328,7 +328,7 @@ class _CallEvaluator:
             return EMPTY
         kinds = self.kinds(owner)
         cls = self.program.class_of_instance(kinds) if kinds else None
-        if cls is None and isinstance(owner, cst.Name) and owner.value == "self" and self.frame.scope.cls is not None:
+        if cls is None and type(owner) is cst.Name and owner.value == "self" and self.frame.scope.cls is not None:
             cls = self.frame.scope.cls
         if cls is not None:
             found = self.program.method(cls, method)
@@ -368,7 +368,7 @@ class _CallEvaluator:
         if owner_value - {NEW}:
             # A tensor method: the result is a node of the same graph.
             return owner_value | self.args_value()
-        if isinstance(owner, cst.Name) and owner.value in ("self", "cls"):
+        if type(owner) is cst.Name and owner.value in ("self", "cls"):
             return self.args_value() | self.forward(LIKELY, func)
         return owner_value | self.args_value() | self.forward(WEAK, None)
 
@@ -378,14 +378,14 @@ class _CallEvaluator:
             return
         self.ctx.state.set(path, EMPTY)
         self.ctx._cut(path)
-        if isinstance(owner, cst.Name) and owner.value in self.frame.iterating:
+        if type(owner) is cst.Name and owner.value in self.frame.iterating:
             container = self.frame.iterating[owner.value]
             self.ctx.state.set(container, EMPTY)
             self.ctx._cut(container)
 
     def container_add(self, owner: cst.BaseExpression, added: frozenset, method: str) -> None:
         path = self.interp.path(self.frame, owner)
-        if path is None and isinstance(owner, cst.Subscript):
+        if path is None and type(owner) is cst.Subscript:
             path = self.interp.path(self.frame, owner.value)
         if method == "update" and self.ctx._is_param_group(owner):
             if self.interp.recording:
@@ -460,7 +460,7 @@ class _CallEvaluator:
             else:
                 continue
             bound[param] = ctx.eval(expr)
-            path = self.interp.path(self.frame, expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+            path = self.interp.path(self.frame, expr) if type(expr) in (cst.Name, cst.Attribute) else None
             if path is not None:
                 aliases[param] = path
         for arg in args:

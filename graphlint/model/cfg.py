@@ -107,11 +107,11 @@ class _Context:
 
 
 def _is_grad_mode_call(expr: cst.BaseExpression, names: tuple[str, ...]) -> bool:
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         expr = expr.func
-    if isinstance(expr, cst.Attribute):
+    if type(expr) is cst.Attribute:
         return expr.attr.value in names
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return expr.value in names
     return False
 
@@ -126,10 +126,10 @@ def grad_mode_of_with(with_stmt: cst.With, current: bool) -> bool:
         elif _is_grad_mode_call(expr, ("enable_grad",)):
             mode = False
         elif (
-            isinstance(expr, cst.Call)
+            type(expr) is cst.Call
             and _is_grad_mode_call(expr, ("set_grad_enabled",))
             and expr.args
-            and isinstance(expr.args[0].value, cst.Name)
+            and type(expr.args[0].value) is cst.Name
         ):
             mode = {"False": True, "True": False}.get(expr.args[0].value.value, mode)
     return mode
@@ -155,15 +155,15 @@ class _Builder:
             self.cfg.link(node_id, handler, None)
 
     def statement(self, stmt: cst.CSTNode, preds: Dangling, ctx: _Context) -> Dangling:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
                 preds = self.small(small, preds, ctx)
             return preds
-        if isinstance(stmt, cst.If):
+        if type(stmt) is cst.If:
             return self.if_(stmt, preds, ctx)
-        if isinstance(stmt, (cst.For, cst.While)):
+        if type(stmt) in (cst.For, cst.While):
             return self.loop(stmt, preds, ctx)
-        if isinstance(stmt, cst.With):
+        if type(stmt) is cst.With:
             header = self.node(WITH, stmt, ctx, preds)
             self.may_raise(header, ctx)
             inner = _Context(
@@ -171,30 +171,30 @@ class _Builder:
                 ctx.break_edges, ctx.continue_target, ctx.handlers,
             )
             return self.block(stmt.body.body, [(header, None)], inner)
-        if isinstance(stmt, cst.Try) or isinstance(stmt, getattr(cst, "TryStar", ())):
+        if type(stmt) is cst.Try or isinstance(stmt, getattr(cst, "TryStar", ())):
             return self.try_(stmt, preds, ctx)
-        if isinstance(stmt, cst.Match):
+        if type(stmt) is cst.Match:
             return self.match(stmt, preds, ctx)
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        if type(stmt) in (cst.FunctionDef, cst.ClassDef):
             return [(self.node(DEF, stmt, ctx, preds), None)]
         # Anything else compound we do not model: treat as an opaque statement.
         return [(self.node(STMT, stmt, ctx, preds), None)]
 
     def small(self, stmt: cst.BaseSmallStatement, preds: Dangling, ctx: _Context) -> Dangling:
         node = self.node(STMT, stmt, ctx, preds)
-        if isinstance(stmt, cst.Return):
+        if type(stmt) is cst.Return:
             self.cfg.link(node, self.cfg.exit)
             return []
-        if isinstance(stmt, cst.Raise):
+        if type(stmt) is cst.Raise:
             for handler in ctx.handlers:
                 self.cfg.link(node, handler)
             if not ctx.handlers:
                 self.cfg.link(node, self.cfg.exit)
             return []
-        if isinstance(stmt, cst.Break) and ctx.break_edges is not None:
+        if type(stmt) is cst.Break and ctx.break_edges is not None:
             ctx.break_edges.append((node, None))
             return []
-        if isinstance(stmt, cst.Continue) and ctx.continue_target is not None:
+        if type(stmt) is cst.Continue and ctx.continue_target is not None:
             self.cfg.link(node, ctx.continue_target, BACK)
             return []
         self.may_raise(node, ctx)
@@ -206,12 +206,12 @@ class _Builder:
         orelse = stmt.orelse
         if orelse is None:
             return out + [(test, False)]
-        if isinstance(orelse, cst.If):
+        if type(orelse) is cst.If:
             return out + self.if_(orelse, [(test, False)], ctx)
         return out + self.block(orelse.body.body, [(test, False)], ctx)
 
     def loop(self, stmt: cst.For | cst.While, preds: Dangling, ctx: _Context) -> Dangling:
-        kind = FOR if isinstance(stmt, cst.For) else WHILE
+        kind = FOR if type(stmt) is cst.For else WHILE
         header = self.node(kind, stmt, ctx, preds)
         self.cfg.loops[header] = Loop(header, parent=ctx.loops[-1] if ctx.loops else None)
         breaks: list = []
@@ -220,7 +220,7 @@ class _Builder:
             self.cfg.link(src, header, BACK)
         infinite = (
             kind == WHILE
-            and isinstance(stmt.test, (cst.Name, cst.Integer))
+            and type(stmt.test) in (cst.Name, cst.Integer)
             and getattr(stmt.test, "value", None) in ("True", "1")
         )
         exits: Dangling = [] if infinite else [(header, False)]

@@ -72,7 +72,7 @@ def recognise(
             return None
         is_grad = qualified.endswith(".grad")
         return BackwardCall(call, target, _retain(call, 3 if is_grad else 2), not is_grad, qualified)
-    if not isinstance(func, cst.Attribute):
+    if type(func) is not cst.Attribute:
         return None
     method = func.attr.value
     owner = func.value
@@ -101,7 +101,7 @@ def recognise(
 
 def _looks_like_tensor_expr(expr: cst.BaseExpression) -> bool:
     """``scaler.scale(loss)``, ``(a + b)``, ``loss.mean()``: a tensor, not a wrapper object."""
-    return isinstance(expr, (cst.Call, cst.BinaryOperation, cst.Subscript, cst.UnaryOperation))
+    return type(expr) in (cst.Call, cst.BinaryOperation, cst.Subscript, cst.UnaryOperation)
 
 
 # ----- facts recorded by the provenance pass -----

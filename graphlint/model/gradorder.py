@@ -19,11 +19,12 @@ may-sets of fresh and applied gradients (for "applied by two steps").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from graphlint.model import events as ev
+from graphlint.model.walk import children
 from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, WHILE, WITH, build_cfg
 from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, dotted, positional
 from graphlint.model.program import (
@@ -201,8 +202,8 @@ class EventGraph:
             for item in stmt.items:
                 call = item.item
                 if (
-                    isinstance(call, cst.Call)
-                    and isinstance(call.func, cst.Attribute)
+                    type(call) is cst.Call
+                    and type(call.func) is cst.Attribute
                     and call.func.attr.value
                     in ("accumulate", "no_sync", "autocast_accumulate")
                 ):
@@ -215,7 +216,7 @@ class EventGraph:
         iterables are not empty and the body's clears happen whatever the element."""
         kinds = lambda e: self.program.kinds(scope, dotted(e))
         for sub in self.calls(stmt.body):
-            if not isinstance(sub, cst.Call):
+            if type(sub) is not cst.Call:
                 continue
             event = ev.recognise(
                 sub, kinds, lambda e: False, lambda e: self.program.imports.qualify(e)
@@ -255,7 +256,7 @@ class EventGraph:
             exprs = []
         else:
             exprs = [(stmt, ())]
-            if isinstance(stmt, cst.AugAssign) and isinstance(
+            if type(stmt) is cst.AugAssign and isinstance(
                 stmt.operator, cst.AddAssign
             ):
                 first.increments = dotted(stmt.target)
@@ -418,14 +419,14 @@ class EventGraph:
     def _may_clear_arguments(self, func, scope: Scope, qualify) -> bool:
         """Whether an unknown call could clear the gradients of the optimizer or model it receives."""
         if (
-            isinstance(func, cst.Name)
+            type(func) is cst.Name
             and func.value in CUTTING_BUILTINS | PASSING_BUILTINS
         ):
             return False
         qualified = qualify(func) or ""
         if qualified.startswith("torch."):
             return False
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             if func.attr.value == "grad" and qualified:
                 return False
             if self.program.kinds(scope, dotted(func.value)) & _NOT_CLEARING_OWNERS:
@@ -434,7 +435,7 @@ class EventGraph:
 
     def _helper(self, func, scope: Scope, aliases):
         program = self.program
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             nested = self._scopes_by_key.get(f"{scope.key}.{func.value}")
             if nested is not None and scope.key != "<module>":
                 return nested.node, None, None
@@ -448,10 +449,10 @@ class EventGraph:
                 if found:
                     return found[1], found[0], self.resolve(func, aliases)
             return None
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             owner = func.value
             cls = None
-            if isinstance(owner, cst.Name) and owner.value == "self":
+            if type(owner) is cst.Name and owner.value == "self":
                 cls = scope.cls
             else:
                 cls = program.class_of_instance(program.kinds(scope, dotted(owner)))
@@ -470,7 +471,7 @@ class EventGraph:
             return False
         for sub in _calls_and_grad_writes(found[1].body):
             if isinstance(sub, _GradWrite) or (
-                isinstance(sub.func, cst.Attribute)
+                type(sub.func) is cst.Attribute
                 and sub.func.attr.value in ("zero_grad", "zero_")
             ):
                 return True
@@ -484,12 +485,12 @@ class EventGraph:
                 continue
             iterable = loop_stmt.iter
             if (
-                isinstance(iterable, cst.Call)
-                and isinstance(iterable.func, cst.Attribute)
+                type(iterable) is cst.Call
+                and type(iterable.func) is cst.Attribute
                 and iterable.func.attr.value in ("parameters", "named_parameters")
             ):
                 return self.resolve(iterable.func.value, aliases)
-            if isinstance(iterable, cst.Subscript) and isinstance(
+            if type(iterable) is cst.Subscript and isinstance(
                 iterable.value, cst.Name
             ):
                 # `for p in group['params']` inside `for group in opt.param_groups`
@@ -497,7 +498,7 @@ class EventGraph:
                 for outer in fors[:index]:
                     if (
                         group in _bound_names(outer.target)
-                        and isinstance(outer.iter, cst.Attribute)
+                        and type(outer.iter) is cst.Attribute
                         and outer.iter.attr.value == "param_groups"
                     ):
                         return self.resolve(outer.iter.value, aliases)
@@ -511,37 +512,37 @@ _LITERALS = {"True": True, "False": False, "None": None}
 
 def _plain_assignments(stmt) -> tuple:
     """(name, is None) for each plain name an assignment statement binds."""
-    if not isinstance(stmt, cst.Assign):
+    if type(stmt) is not cst.Assign:
         return ()
-    is_none = isinstance(stmt.value, cst.Name) and stmt.value.value == "None"
+    is_none = type(stmt.value) is cst.Name and stmt.value.value == "None"
     return tuple(
         (target.target.value, is_none)
         for target in stmt.targets
-        if isinstance(target.target, cst.Name)
+        if type(target.target) is cst.Name
     )
 
 
 def _null_test(test: cst.BaseExpression):
     """(name, negated) for `name is None` (False) / `name is not None` (True)."""
     if (
-        isinstance(test, cst.Comparison)
+        type(test) is cst.Comparison
         and len(test.comparisons) == 1
-        and isinstance(test.left, cst.Name)
-        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and type(test.left) is cst.Name
+        and type(test.comparisons[0].comparator) is cst.Name
         and test.comparisons[0].comparator.value == "None"
     ):
         operator = test.comparisons[0].operator
-        if isinstance(operator, cst.Is):
+        if type(operator) is cst.Is:
             return test.left.value, False
-        if isinstance(operator, cst.IsNot):
+        if type(operator) is cst.IsNot:
             return test.left.value, True
     return None
 
 
 def _null_tests(test: cst.BaseExpression) -> list:
-    if isinstance(test, cst.BooleanOperation):
+    if type(test) is cst.BooleanOperation:
         return _null_tests(test.left) + _null_tests(test.right)
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return _null_tests(test.expression)
     found = _null_test(test)
     return [found] if found else []
@@ -550,10 +551,10 @@ def _null_tests(test: cst.BaseExpression) -> list:
 def _literal_arguments(func, params: list[str], call: cst.Call) -> dict:
     """Helper parameters bound to True/False/None at this call (or by their default)."""
     values: dict = {}
-    if isinstance(func, cst.FunctionDef):
+    if type(func) is cst.FunctionDef:
         for param in list(func.params.params) + list(func.params.kwonly_params):
             default = param.default
-            if isinstance(default, cst.Name) and default.value in _LITERALS:
+            if type(default) is cst.Name and default.value in _LITERALS:
                 values[param.name.value] = _LITERALS[default.value]
     passed = dict(zip(params, positional(call)))
     passed.update(
@@ -562,7 +563,7 @@ def _literal_arguments(func, params: list[str], call: cst.Call) -> dict:
     if any(arg.star for arg in call.args):
         return {}  # *args / **kwargs: which parameter gets what is unknown
     for name, value in passed.items():
-        if isinstance(value, cst.Name) and value.value in _LITERALS:
+        if type(value) is cst.Name and value.value in _LITERALS:
             values[name] = _LITERALS[value.value]
         else:
             values.pop(name, None)
@@ -573,31 +574,31 @@ def _decide(test: cst.BaseExpression, constants: dict):
     """True/False when a test only reads parameters bound to literals, else None."""
     if not constants:
         return None
-    if isinstance(test, cst.Name) and test.value in constants:
+    if type(test) is cst.Name and test.value in constants:
         return bool(constants[test.value])
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = _decide(test.expression, constants)
         return None if inner is None else not inner
     if (
-        isinstance(test, cst.Comparison)
+        type(test) is cst.Comparison
         and len(test.comparisons) == 1
-        and isinstance(test.left, cst.Name)
+        and type(test.left) is cst.Name
         and test.left.value in constants
-        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and type(test.comparisons[0].comparator) is cst.Name
         and test.comparisons[0].comparator.value == "None"
     ):
         operator = test.comparisons[0].operator
-        if isinstance(operator, cst.Is):
+        if type(operator) is cst.Is:
             return constants[test.left.value] is None
-        if isinstance(operator, cst.IsNot):
+        if type(operator) is cst.IsNot:
             return constants[test.left.value] is not None
     return None
 
 
 def _bound_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         names: set[str] = set()
         for element in target.elements:
             names |= _bound_names(element.value)
@@ -608,13 +609,13 @@ def _bound_names(target: cst.BaseExpression) -> set[str]:
 def _counter_binding(stmt: cst.For) -> tuple:
     """(counter name, start) for `for i in range(a, ...)` / `for i, x in enumerate(xs, a)`."""
     iterable = stmt.iter
-    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name)):
+    if not (type(iterable) is cst.Call and type(iterable.func) is cst.Name):
         return ()
     args = positional(iterable)
     target = stmt.target
     if (
         iterable.func.value == "enumerate"
-        and isinstance(target, (cst.Tuple, cst.List))
+        and type(target) in (cst.Tuple, cst.List)
         and target.elements
     ):
         name = target.elements[0].value
@@ -622,16 +623,16 @@ def _counter_binding(stmt: cst.For) -> tuple:
         for arg in iterable.args:
             if arg.keyword is not None and arg.keyword.value == "start":
                 start_expr = arg.value
-    elif iterable.func.value == "range" and isinstance(target, cst.Name):
+    elif iterable.func.value == "range" and type(target) is cst.Name:
         name = target
         start_expr = args[0] if len(args) > 1 else None
     else:
         return ()
-    if not isinstance(name, cst.Name):
+    if type(name) is not cst.Name:
         return ()
     if start_expr is None:
         return (name.value, 0)
-    if isinstance(start_expr, cst.Integer):
+    if type(start_expr) is cst.Integer:
         return (name.value, int(start_expr.value))
     return ()  # an unknown start: the residue is not known
 
@@ -641,27 +642,27 @@ def _calls_and_grad_writes(root, fors: tuple = ()):
     out: list = []
 
     def visit(node: cst.CSTNode, fors: tuple) -> None:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if type(node) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             return
-        if isinstance(node, cst.For):
+        if type(node) is cst.For:
             visit(node.iter, fors)
             inner = fors + (node,)
             visit(node.body, inner)
             if node.orelse is not None:
                 visit(node.orelse, fors)
             return
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             visit(node.value, fors)
             for target in node.targets:
                 name = _grad_of(target.target)
                 if name:
                     out.append(_GradWrite(target.target, name, fors))
             return
-        for child in _children(node):
+        for child in children(node):
             visit(child, fors)
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "zero_":
+            if type(func) is cst.Attribute and func.attr.value == "zero_":
                 name = _grad_of(func.value)
                 if name:
                     out.append(_GradWrite(node, name, fors))
@@ -676,33 +677,14 @@ def _calls_and_grad_writes(root, fors: tuple = ()):
     return out
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _children(node: cst.CSTNode):
-    """A node's children in source order, read off its fields (libcst's `children`
-    runs a visitor per call, the bulk of this analysis' time on large files)."""
-    names = _FIELDS.get(type(node))
-    if names is None:
-        names = _FIELDS[type(node)] = tuple(f.name for f in fields(node))
-    for name in names:
-        value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (tuple, list)):
-            for item in value:
-                if isinstance(item, cst.CSTNode):
-                    yield item
-
-
 def _grad_of(expr: cst.BaseExpression) -> str | None:
     """`p` for `p.grad` / `p.grad.data`."""
-    if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+    if type(expr) is cst.Attribute and expr.attr.value == "data":
         expr = expr.value
     if (
-        isinstance(expr, cst.Attribute)
+        type(expr) is cst.Attribute
         and expr.attr.value == "grad"
-        and isinstance(expr.value, cst.Name)
+        and type(expr.value) is cst.Name
     ):
         return expr.value.value
     return None
@@ -720,30 +702,30 @@ class Periodic:
 
 def periodic(test: cst.BaseExpression, code) -> Periodic | None:
     """The periodic atom a test is, if it is one."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = _modulo(test.expression, code)
         return Periodic(inner[0], inner[1], True) if inner else None
-    if isinstance(test, cst.BinaryOperation):
+    if type(test) is cst.BinaryOperation:
         inner = _modulo(test, code)
         return Periodic(inner[0], inner[1], False) if inner else None
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
         comparison = test.comparisons[0]
         inner = _modulo(test.left, code)
         if inner is None:
             return None
         operator = comparison.operator
-        equal = isinstance(operator, cst.Equal)
-        if not (equal or isinstance(operator, cst.NotEqual)):
+        equal = type(operator) is cst.Equal
+        if not (equal or type(operator) is cst.NotEqual):
             return None
         key, offset = inner
         right = comparison.comparator
-        if isinstance(right, cst.Integer) and right.value == "0":
+        if type(right) is cst.Integer and right.value == "0":
             return Periodic(key, offset, equal)
         if (
-            isinstance(right, cst.BinaryOperation)
-            and isinstance(right.operator, cst.Subtract)
+            type(right) is cst.BinaryOperation
+            and type(right.operator) is cst.Subtract
             and code(right.left) == key[1]
-            and isinstance(right.right, cst.Integer)
+            and type(right.right) is cst.Integer
         ):
             return Periodic(key, offset + int(right.right.value), equal)
     return None
@@ -751,18 +733,18 @@ def periodic(test: cst.BaseExpression, code) -> Periodic | None:
 
 def _modulo(expr, code):
     if not (
-        isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)
+        type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Modulo
     ):
         return None
     counter = expr.left
     offset = 0
     if (
-        isinstance(counter, cst.BinaryOperation)
-        and isinstance(counter.operator, (cst.Add, cst.Subtract))
-        and isinstance(counter.right, cst.Integer)
+        type(counter) is cst.BinaryOperation
+        and type(counter.operator) in (cst.Add, cst.Subtract)
+        and type(counter.right) is cst.Integer
     ):
         offset = int(counter.right.value) * (
-            1 if isinstance(counter.operator, cst.Add) else -1
+            1 if type(counter.operator) is cst.Add else -1
         )
         counter = counter.left
     name = dotted(counter)
@@ -773,12 +755,12 @@ def _modulo(expr, code):
 
 def atoms(test: cst.BaseExpression, code) -> list[Periodic]:
     """The periodic atoms of a test built with `and` / `or` / `not`."""
-    if isinstance(test, cst.BooleanOperation):
+    if type(test) is cst.BooleanOperation:
         return atoms(test.left, code) + atoms(test.right, code)
     found = periodic(test, code)
     if found is not None:
         return [found]
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return atoms(test.expression, code)
     return []
 
@@ -1022,8 +1004,8 @@ class OrderAnalysis:
             # `periodic or other`: taking the branch only `other` allows is not certain.
             taint_true = (
                 value is None
-                and isinstance(test, cst.BooleanOperation)
-                and isinstance(test.operator, cst.Or)
+                and type(test) is cst.BooleanOperation
+                and type(test.operator) is cst.Or
                 and self._evaluate(test, residue, unknown=False) is False
             )
         for succ, label in node.succ:
@@ -1045,10 +1027,10 @@ class OrderAnalysis:
             yield succ, label, next_residue, taint
 
     def _evaluate(self, test, residue: tuple, unknown):
-        if isinstance(test, cst.BooleanOperation):
+        if type(test) is cst.BooleanOperation:
             left = self._evaluate(test.left, residue, unknown)
             right = self._evaluate(test.right, residue, unknown)
-            if isinstance(test.operator, cst.Or):
+            if type(test.operator) is cst.Or:
                 if left is True or right is True:
                     return True
                 return False if left is False and right is False else None
@@ -1066,7 +1048,7 @@ class OrderAnalysis:
             index = self.keys.index(atom.key)
             hit = (residue[index] + atom.offset) % _PERIODS[index] == 0
             return hit if atom.equal else not hit
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             inner = self._evaluate(test.expression, residue, unknown)
             return None if inner is None else not inner
         return unknown

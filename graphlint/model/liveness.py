@@ -51,12 +51,12 @@ def _uses_defs(node) -> tuple[set[str], set[str]]:
             if item.asname is not None:
                 defs |= bound_names(item.asname.name)
         return uses, defs
-    if isinstance(stmt, cst.Assign):
+    if type(stmt) is cst.Assign:
         defs = set()
         uses = _names(stmt.value)
         for target in stmt.targets:
             defs |= bound_names(target.target)
-            if not isinstance(target.target, (cst.Name, cst.Tuple, cst.List)):
+            if type(target.target) not in (cst.Name, cst.Tuple, cst.List):
                 uses |= _names(target.target)
         return uses, defs
     return _names(stmt), set()
@@ -67,9 +67,9 @@ def _names(root: cst.CSTNode) -> set[str]:
     stack = [root]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             found.add(node.value)
-        elif isinstance(node, cst.Attribute):
+        elif type(node) is cst.Attribute:
             stack.append(node.value)  # `a.b` reads `a`, not a variable named `b`
             continue
         stack.extend(children(node))

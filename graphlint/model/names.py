@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphlint.model.walk import children
+from graphlint.model.walk import children, is_subclass
 
 # Builtins whose result carries no graph whatever the arguments.
 CUTTING_BUILTINS = frozenset({
@@ -80,7 +80,7 @@ class Imports:
     def __init__(self, module: cst.Module) -> None:
         self.aliases: dict[str, str] = {}
         for node in _walk_imports(module):
-            if isinstance(node, cst.Import):
+            if type(node) is cst.Import:
                 for alias in node.names:
                     full = dotted(alias.name) or ""
                     if alias.asname is not None:
@@ -88,7 +88,7 @@ class Imports:
                     else:
                         root = full.split(".")[0]
                         self.aliases[root] = root
-            elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+            elif type(node) is cst.ImportFrom and type(node.names) is not cst.ImportStar:
                 base = dotted(node.module) if node.module is not None else ""
                 base = "." * len(node.relative) + (base or "")
                 for alias in node.names:
@@ -123,24 +123,24 @@ def _walk_imports(module: cst.Module):
     stack: list[cst.CSTNode] = [module]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.Import, cst.ImportFrom)):
+        if type(node) in (cst.Import, cst.ImportFrom):
             yield node
             continue
-        if isinstance(node, (cst.BaseExpression,)):
+        if is_subclass(type(node), cst.BaseExpression):
             continue
         stack.extend(children(node))
 
 
 def bound_names(target: cst.CSTNode) -> set[str]:
     """The names an assignment target binds (``a``, ``a, (b, *c)``); attributes and items bind none."""
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         found: set[str] = set()
         for element in target.elements:
             found |= bound_names(element.value)
         return found
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return bound_names(target.value)
     return set()
 
@@ -148,10 +148,10 @@ def bound_names(target: cst.CSTNode) -> set[str]:
 def dotted(expr: cst.CSTNode | None) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else None."""
     parts: list[str] = []
-    while isinstance(expr, cst.Attribute):
+    while type(expr) is cst.Attribute:
         parts.append(expr.attr.value)
         expr = expr.value
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         parts.append(expr.value)
         return ".".join(reversed(parts))
     return None
@@ -192,7 +192,7 @@ def is_scheduler_class(qualified: str) -> bool:
 
 
 def constant_string(expr: cst.BaseExpression) -> str | None:
-    if isinstance(expr, cst.SimpleString):
+    if type(expr) is cst.SimpleString:
         try:
             value = expr.evaluated_value
         except Exception:  # noqa: BLE001 - odd prefixes: not a plain constant
@@ -213,8 +213,8 @@ def positional(call: cst.Call) -> list[cst.BaseExpression]:
 
 
 def is_true(expr: cst.BaseExpression | None) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "True"
+    return type(expr) is cst.Name and expr.value == "True"
 
 
 def is_false(expr: cst.BaseExpression | None) -> bool:
-    return isinstance(expr, cst.Name) and expr.value in ("False", "None")
+    return type(expr) is cst.Name and expr.value in ("False", "None")

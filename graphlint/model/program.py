@@ -85,15 +85,15 @@ class Program:
 
     def _collect_body(self, body, cls: ClassInfo | None, prefix: str) -> None:
         for stmt in body:
-            if isinstance(stmt, cst.FunctionDef):
+            if type(stmt) is cst.FunctionDef:
                 self._add_function(stmt, cls, prefix)
-            elif isinstance(stmt, cst.ClassDef):
+            elif type(stmt) is cst.ClassDef:
                 bases = [dotted(arg.value) or "" for arg in stmt.bases]
                 info = ClassInfo(stmt.name.value, stmt, bases)
                 if not prefix:
                     self.classes[info.name] = info
                 for inner in stmt.body.body:
-                    if isinstance(inner, cst.FunctionDef):
+                    if type(inner) is cst.FunctionDef:
                         info.methods[inner.name.value] = inner
                 self._collect_body(stmt.body.body, info, prefix + info.name + ".")
             elif isinstance(stmt, cst.BaseCompoundStatement):
@@ -116,9 +116,9 @@ class Program:
 
     def _collect_nested(self, body, prefix: str) -> None:
         for stmt in body:
-            if isinstance(stmt, cst.FunctionDef):
+            if type(stmt) is cst.FunctionDef:
                 self._add_function(stmt, None, prefix)
-            elif isinstance(stmt, cst.BaseCompoundStatement) and not isinstance(stmt, cst.ClassDef):
+            elif isinstance(stmt, cst.BaseCompoundStatement) and type(stmt) is not cst.ClassDef:
                 for block in _sub_blocks(stmt):
                     self._collect_nested(block, prefix)
 
@@ -203,7 +203,7 @@ class Program:
 
 
 def _is_no_grad_decorator(expr: cst.BaseExpression) -> bool:
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         expr = expr.func
     name = dotted(expr) or ""
     return name.endswith(("no_grad", "inference_mode"))
@@ -212,7 +212,7 @@ def _is_no_grad_decorator(expr: cst.BaseExpression) -> bool:
 def _all_params(params: cst.Parameters):
     yield from params.posonly_params
     yield from params.params
-    if isinstance(params.star_arg, cst.Param):
+    if type(params.star_arg) is cst.Param:
         yield params.star_arg
     yield from params.kwonly_params
     if params.star_kwarg is not None:
@@ -221,7 +221,7 @@ def _all_params(params: cst.Parameters):
 
 def _body_statements(func: cst.FunctionDef):
     body = func.body
-    if isinstance(body, cst.IndentedBlock):
+    if type(body) is cst.IndentedBlock:
         return body.body
     return [body]
 
@@ -230,8 +230,8 @@ def _sub_blocks(stmt: cst.CSTNode):
     for child in children(stmt):
         if isinstance(child, (cst.IndentedBlock,)):
             yield child.body
-        elif isinstance(child, (cst.Else, cst.Finally, cst.ExceptHandler, cst.If)):
-            if isinstance(child, cst.If):
+        elif type(child) in (cst.Else, cst.Finally, cst.ExceptHandler, cst.If):
+            if type(child) is cst.If:
                 yield child.body.body
                 yield from _sub_blocks(child)
             else:
@@ -284,12 +284,12 @@ class _NameCollector:
             self._target(node.name.name)
 
     def _target(self, target: cst.CSTNode) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             self.names.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self._target(element.value)
-        elif isinstance(target, cst.StarredElement):
+        elif type(target) is cst.StarredElement:
             self._target(target.value)
 
 
@@ -311,7 +311,7 @@ class _KindCollector:
         self.after_backward = False
 
     def run(self) -> None:
-        for param in _all_params(self.scope.node.params) if isinstance(self.scope.node, cst.FunctionDef) else ():
+        for param in _all_params(self.scope.node.params) if type(self.scope.node) is cst.FunctionDef else ():
             if param.annotation is not None:
                 note = dotted(param.annotation.annotation) or ""
                 if note.endswith(("Optimizer",)):
@@ -347,26 +347,26 @@ class _KindCollector:
 
     def visit_For(self, node: cst.For) -> None:
         iterable = node.iter
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate" and iterable.args:
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "enumerate" and iterable.args:
             iterable = iterable.args[0].value
             target = node.target
-            if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            if type(target) is cst.Tuple and len(target.elements) == 2:
                 self._param_group_target(target.elements[1].value, iterable)
             return
         self._param_group_target(node.target, iterable)
 
     def _param_group_target(self, target, iterable) -> None:
-        if isinstance(iterable, cst.Attribute) and iterable.attr.value == "param_groups":
+        if type(iterable) is cst.Attribute and iterable.attr.value == "param_groups":
             name = dotted(target)
             if name:
                 self._add(name, PARAM_GROUP)
 
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         path = dotted(target)
-        if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call):
+        if type(target) in (cst.Tuple, cst.List) and type(value) is cst.Call:
             # model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
             args = positional(value)
-            if isinstance(value.func, cst.Attribute) and value.func.attr.value == "prepare" and len(args) == len(target.elements):
+            if type(value.func) is cst.Attribute and value.func.attr.value == "prepare" and len(args) == len(target.elements):
                 for element, arg in zip(target.elements, args):
                     source, dest = dotted(arg), dotted(element.value)
                     if source and dest:
@@ -387,32 +387,32 @@ class _KindCollector:
             self.program.add_optimizer_models(self._key(dest), dest, models)
 
     def _kinds_of_value(self, value: cst.BaseExpression):
-        if isinstance(value, (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)):
+        if type(value) in (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp):
             yield CONTAINER, None
             return
-        if isinstance(value, cst.Call) and last_part(dotted(value.func) or "") in _CONTAINER_TYPES:
+        if type(value) is cst.Call and last_part(dotted(value.func) or "") in _CONTAINER_TYPES:
             yield CONTAINER, None
             return
-        if isinstance(value, cst.Subscript):
+        if type(value) is cst.Subscript:
             base = value.value
-            if isinstance(base, cst.Attribute) and base.attr.value == "param_groups":
+            if type(base) is cst.Attribute and base.attr.value == "param_groups":
                 yield PARAM_GROUP, None
             return
-        if isinstance(value, (cst.Name, cst.Attribute)):
+        if type(value) in (cst.Name, cst.Attribute):
             source = dotted(value)
             if source:
                 for kind in self.program.kinds(self.scope, source):
                     yield kind, self.program.optimizer_models(self.scope, source)
             return
-        if not isinstance(value, cst.Call):
+        if type(value) is not cst.Call:
             return
         func = value.func
         qualified = self.program.imports.qualify(func) or ""
         name = dotted(func) or ""
-        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda", "cpu", "train", "half", "float", "double", "bfloat16", "requires_grad_"):
+        if type(func) is cst.Attribute and func.attr.value in ("to", "cuda", "cpu", "train", "half", "float", "double", "bfloat16", "requires_grad_"):
             yield from self._kinds_of_value(func.value)
             return
-        if isinstance(func, cst.Attribute) and func.attr.value == "optimizers":
+        if type(func) is cst.Attribute and func.attr.value == "optimizers":
             yield OPTIMIZER, None
             return
         if qualified and is_module_class(qualified):
@@ -453,12 +453,12 @@ class _KindCollector:
         seen_names: set[str] = set()
         while stack:
             node = stack.pop()
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("parameters", "named_parameters"):
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in ("parameters", "named_parameters"):
                 owner = dotted(node.func.value)
                 if owner:
                     models.add(owner)
                 continue
-            if isinstance(node, cst.Name) and node.value not in seen_names:
+            if type(node) is cst.Name and node.value not in seen_names:
                 seen_names.add(node.value)
                 definition = self.program.first_assignment(self.scope, node.value)
                 if definition is not None:
@@ -469,7 +469,7 @@ class _KindCollector:
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         self._called_object(func, node)
-        if not isinstance(func, cst.Attribute):
+        if type(func) is not cst.Attribute:
             qualified = self.program.imports.qualify(func) or ""
             if qualified and is_scheduler_class(qualified) and node.args:
                 first = dotted(node.args[0].value)
@@ -495,7 +495,7 @@ class _KindCollector:
             if self.after_backward and not node.args and not known & {SCHEDULER, MODULE, SCALER}:
                 self._add(owner, OPTIMIZER)
             self.after_backward = False
-            if node.args and isinstance(func.value, (cst.Name, cst.Attribute)):
+            if node.args and type(func.value) in (cst.Name, cst.Attribute):
                 arg = dotted(node.args[0].value)
                 if arg and SCALER in self.program.kinds(self.scope, owner):
                     self._add(arg, OPTIMIZER)
@@ -510,14 +510,14 @@ class _KindCollector:
         if not call.args:
             return
         program = self.program
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             name = func.value
             if name in program.functions or name in program.classes or program.imports.is_imported(name):
                 return
             if name in _BUILTIN_CALLABLES:
                 return
             self._add(name, FORWARD)
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        elif type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             cls = self.scope.cls
             if cls is not None and program.method(cls, func.attr.value) is None:
                 self._add(f"self.{func.attr.value}", FORWARD)
@@ -543,7 +543,7 @@ def _first_assignments(body) -> dict[str, cst.BaseExpression]:
     class Finder:
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
-                if isinstance(target.target, cst.Name):
+                if type(target.target) is cst.Name:
                     found.setdefault(target.target.value, node.value)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:

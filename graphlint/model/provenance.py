@@ -437,23 +437,23 @@ class Interpreter:
 
     # ----- paths -----
     def path(self, frame: Frame, expr: cst.BaseExpression) -> str | None:
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             name = expr.value
             if name in frame.aliases:
                 return frame.aliases[name]
             if name in frame.scope.locals:
                 return frame.prefix + name
             return name
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             base = self.path(frame, expr.value)
             return f"{base}.{expr.attr.value}" if base is not None else None
-        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        if type(expr) is cst.Subscript and len(expr.slice) == 1:
             base = self.path(frame, expr.value)
             index = expr.slice[0].slice
-            if base is None or not isinstance(index, cst.Index):
+            if base is None or type(index) is not cst.Index:
                 return None
             key = constant_string(index.value)
-            if key is None and isinstance(index.value, cst.Integer):
+            if key is None and type(index.value) is cst.Integer:
                 key = index.value.value
             return f"{base}[{key!r}]" if key is not None else None
         return None
@@ -492,7 +492,7 @@ class Interpreter:
                 if value and self.path(frame, stmt.iter) is not None:
                     value = value | {ELEMENT}
                 ctx.assign(stmt.target, value, element=True)
-                name = stmt.target.value if isinstance(stmt.target, cst.Name) else None
+                name = stmt.target.value if type(stmt.target) is cst.Name else None
                 container = self.path(frame, stmt.iter)
                 if name and container:
                     frame.iterating[name] = container
@@ -516,7 +516,7 @@ class Interpreter:
                     ctx.assign(item.asname.name, value)
             return state
         if kind == DEF:
-            if isinstance(stmt, cst.FunctionDef):
+            if type(stmt) is cst.FunctionDef:
                 frame.local_defs[stmt.name.value] = stmt
             return state
         if kind == STMT:
@@ -547,7 +547,7 @@ class _StmtContext:
 
     # ----- statements -----
     def statement(self, stmt: cst.CSTNode) -> None:
-        if isinstance(stmt, cst.Assign):
+        if type(stmt) is cst.Assign:
             if len(stmt.targets) == 1:
                 self.construct_target = self.interp.path(self.frame, stmt.targets[0].target)
                 if self._unpack(stmt.targets[0].target, stmt.value):
@@ -558,14 +558,14 @@ class _StmtContext:
                 self.assign(target.target, value)
             self._record_resets(stmt)
             self._check_rebinding_accumulation(stmt, value)
-        elif isinstance(stmt, cst.AnnAssign):
+        elif type(stmt) is cst.AnnAssign:
             if stmt.value is not None:
                 self.assign(stmt.target, self.materialise(self.eval(stmt.value)))
-        elif isinstance(stmt, cst.AugAssign):
+        elif type(stmt) is cst.AugAssign:
             self.augmented(stmt)
-        elif isinstance(stmt, cst.Expr):
+        elif type(stmt) is cst.Expr:
             self.eval(stmt.value)
-        elif isinstance(stmt, cst.Return):
+        elif type(stmt) is cst.Return:
             if stmt.value is not None:
                 elements = _tuple_elements(stmt.value)
                 if elements is not None:
@@ -581,9 +581,9 @@ class _StmtContext:
                     # graph its caller trains through, not a history kept by mistake.
                     self.interp.facts.returned_sites.update(o[0] for o in value)
                 self._record_returned_elements(values)
-        elif isinstance(stmt, cst.Del):
+        elif type(stmt) is cst.Del:
             self._delete(stmt.target)
-        elif isinstance(stmt, (cst.Raise, cst.Assert)):
+        elif type(stmt) in (cst.Raise, cst.Assert):
             for child in children(stmt):
                 if isinstance(child, cst.BaseExpression):
                     self.eval(child)
@@ -607,7 +607,7 @@ class _StmtContext:
         elements = _tuple_elements(value_expr)
         if elements is not None and len(elements) == len(targets):
             values = [self.eval(e) for e in elements]
-        elif isinstance(value_expr, cst.Call):
+        elif type(value_expr) is cst.Call:
             self.returned_elements = None
             whole = self.eval(value_expr)
             values = self.returned_elements
@@ -656,18 +656,18 @@ class _StmtContext:
         return aged | {(site.id, 0)}
 
     def assign(self, target: cst.BaseExpression, value: frozenset, element: bool = False) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for item in target.elements:
                 self.assign(item.value, value, element)
             return
-        if isinstance(target, cst.StarredElement):
+        if type(target) is cst.StarredElement:
             self.assign(target.value, value, element)
             return
-        if isinstance(target, cst.Name) and target.value in self.frame.aliases:
+        if type(target) is cst.Name and target.value in self.frame.aliases:
             # Re-binding a parameter makes it a local; the caller's value is untouched.
             del self.frame.aliases[target.value]
         path = self.interp.path(self.frame, target)
-        if isinstance(target, cst.Subscript):
+        if type(target) is cst.Subscript:
             self._subscript_write(target, value)
             if path is None:
                 base = self.interp.path(self.frame, target.value)
@@ -691,11 +691,11 @@ class _StmtContext:
             self.interp.facts.cut_paths.setdefault(loop, set()).add(path)
 
     def _delete(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for item in target.elements:
                 self._delete(item.value)
             return
-        if isinstance(target, cst.Subscript) and self.interp.path(self.frame, target) is None:
+        if type(target) is cst.Subscript and self.interp.path(self.frame, target) is None:
             # `del history[:]` empties the container (a `del d[k]` of one key is rare in loops).
             target = target.value
         path = self.interp.path(self.frame, target)
@@ -712,9 +712,9 @@ class _StmtContext:
     def _is_param_group(self, expr: cst.BaseExpression) -> bool:
         if PARAM_GROUP in self.interp.kinds(self.frame, expr):
             return True
-        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute):
+        if type(expr) is cst.Subscript and type(expr.value) is cst.Attribute:
             return expr.value.attr.value == "param_groups"
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "defaults":
+        if type(expr) is cst.Attribute and expr.attr.value == "defaults":
             return True
         return False
 
@@ -722,7 +722,7 @@ class _StmtContext:
         added = self.eval(stmt.value)
         old = self.eval(stmt.target)
         value = self.materialise(old | added)
-        if isinstance(stmt.target, cst.Subscript) and self._is_param_group(stmt.target.value):
+        if type(stmt.target) is cst.Subscript and self._is_param_group(stmt.target.value):
             self._subscript_write(stmt.target, value)
         else:
             self._accumulation(stmt.target, added - {NEW}, value)
@@ -731,7 +731,7 @@ class _StmtContext:
             fresh = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
             self.state.set(path, value)
             self.state.fresh.update(fresh)  # `acc += x` does not re-create acc
-        elif isinstance(stmt.target, cst.Subscript):
+        elif type(stmt.target) is cst.Subscript:
             base = self.interp.path(self.frame, stmt.target.value)
             if base is not None:
                 self.state.add(base, value)
@@ -749,7 +749,7 @@ class _StmtContext:
 
     def _check_rebinding_accumulation(self, stmt: cst.Assign, value: frozenset) -> None:
         """``acc = acc + x`` accumulates like ``acc += x``."""
-        if len(stmt.targets) != 1 or not isinstance(stmt.value, cst.BinaryOperation):
+        if len(stmt.targets) != 1 or type(stmt.value) is not cst.BinaryOperation:
             return
         target = stmt.targets[0].target
         path = self.interp.path(self.frame, target)
@@ -770,7 +770,7 @@ class _StmtContext:
         if not self.interp.recording or self.loop is None:
             return
         path = self.interp.path(self.frame, target)
-        if path is None and isinstance(target, cst.Subscript):
+        if path is None and type(target) is cst.Subscript:
             path = self.interp.path(self.frame, target.value)
         if path is None:
             return
@@ -840,7 +840,7 @@ class _StmtContext:
             return self.state.get(path)
         single = True
         for element in expr.slice:
-            if isinstance(element.slice, cst.Index):
+            if type(element.slice) is cst.Index:
                 self.eval(element.slice.value)
             else:
                 single = False
@@ -855,7 +855,7 @@ class _StmtContext:
 
     def _eval_UnaryOperation(self, expr: cst.UnaryOperation) -> frozenset:
         value = self.eval(expr.expression)
-        return EMPTY if isinstance(expr.operator, cst.Not) else value
+        return EMPTY if type(expr.operator) is cst.Not else value
 
     def _eval_Lambda(self, expr: cst.Lambda) -> frozenset:
         return EMPTY
@@ -865,7 +865,7 @@ class _StmtContext:
 
     def _eval_FormattedString(self, expr) -> frozenset:
         for child in expr.parts:
-            if isinstance(child, cst.FormattedStringExpression):
+            if type(child) is cst.FormattedStringExpression:
                 self.eval(child.expression)
         return EMPTY
 
@@ -913,7 +913,7 @@ def _names_in(expr: cst.CSTNode):
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)):
+        if type(node) in (cst.Name, cst.Attribute, cst.Subscript):
             yield node
         if isinstance(node, (cst.Lambda,)):
             continue
@@ -923,14 +923,14 @@ def _names_in(expr: cst.CSTNode):
 def _detaches_in_place(loop: cst.For, name: str) -> bool:
     """Whether the loop body detaches its loop variable in place on every path."""
     for line in loop.body.body:
-        if isinstance(line, cst.SimpleStatementLine):
+        if type(line) is cst.SimpleStatementLine:
             for small in line.body:
-                call = small.value if isinstance(small, cst.Expr) else None
+                call = small.value if type(small) is cst.Expr else None
                 if (
-                    isinstance(call, cst.Call)
-                    and isinstance(call.func, cst.Attribute)
+                    type(call) is cst.Call
+                    and type(call.func) is cst.Attribute
                     and call.func.attr.value == "detach_"
-                    and isinstance(call.func.value, cst.Name)
+                    and type(call.func.value) is cst.Name
                     and call.func.value.value == name
                 ):
                     return True
@@ -942,7 +942,7 @@ def older(origin: Origin) -> Origin:
 
 
 def _tuple_elements(expr: cst.BaseExpression) -> list | None:
-    if isinstance(expr, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
+    if type(expr) in (cst.Tuple, cst.List) and not any(type(e) is cst.StarredElement for e in expr.elements):
         return [e.value for e in expr.elements]
     return None
 

@@ -67,15 +67,23 @@ def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     return found
 
 
-def _is_node(kind: type) -> bool:
-    # issubclass against libcst's abstract CSTNode goes through ABCMeta: remember each answer.
-    known = _node_types.get(kind)
+def is_subclass(kind: type, base: type) -> bool:
+    """``issubclass``, remembered: against libcst's abstract node classes it goes
+    through ABCMeta, slow enough to dominate a walk that asks for every node."""
+    key = (kind, base)
+    known = _subclass.get(key)
     if known is None:
-        known = _node_types[kind] = issubclass(kind, cst.CSTNode)
+        known = _subclass[key] = issubclass(kind, base)
     return known
 
 
-_node_types: dict[type, bool] = {}
+_subclass: dict[tuple[type, type], bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    return is_subclass(kind, cst.CSTNode)
+
+
 # Node class -> the names of its fields that hold children, in source order.
 _child_fields: dict[type, tuple[str, ...]] = {}
 
