@@ -347,16 +347,19 @@ def _plan(
 
     A file reached from two paths is checked once, under the first path's settings.
     """
-    from graphlint.config import ConfigError, config_for
+    from graphlint.config import ConfigError, ConfigFinder
     from graphlint.files import MissingPathError, discover
 
     for path in paths:
         if not Path(path).exists():
             raise GraphlintError(str(MissingPathError(path)))
     owner: dict[Path, Any] = {}
+    # One lookup per directory and one parse per configuration file, however
+    # many files of one project the command line names (pre-commit).
+    configs = ConfigFinder(config_file, isolated)
     try:
         for path in paths:
-            config = config_for(Path(path), config_file, isolated)
+            config = configs.config_for(Path(path))
             discovery = discover([path], config.all_excludes(), root=config.root, force_exclude=force_exclude)
             for warning in discovery.warnings:
                 click.echo(f"graphlint: warning: {warning}", err=True)

@@ -68,32 +68,103 @@ class Config:
 
 def find_config(start: Path) -> Path | None:
     """The nearest pyproject.toml with a [tool.graphlint] table at or above ``start``."""
-    start = start.absolute()
-    directory = start if start.is_dir() else start.parent
-    for candidate in (directory, *directory.parents):
-        pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file() and _has_graphlint_table(pyproject):
-            return pyproject
-    return None
-
-
-def _has_graphlint_table(pyproject: Path) -> bool:
-    # A cheap text test first: most pyproject.toml files never mention graphlint.
-    try:
-        text = pyproject.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    if "graphlint" not in text:
-        return False
-    return "graphlint" in _read_toml(pyproject).get("tool", {})
+    return ConfigFinder().find(start)
 
 
 def load_config(path: Path) -> Config:
     """Read and validate the settings in ``path``."""
-    path = path.absolute()
-    if not path.is_file():
-        raise ConfigError(f"config file does not exist: {path}")
-    document = _read_toml(path)
+    return ConfigFinder().load(path)
+
+
+def config_for(path: Path, explicit: Path | None = None, isolated: bool = False) -> Config:
+    """The settings that apply to a checked path."""
+    return ConfigFinder(explicit, isolated).config_for(path)
+
+
+class ConfigFinder:
+    """The settings of many checked paths, for the duration of one run.
+
+    Each directory is looked up once (the nearest configuration of a directory
+    is its own pyproject.toml with a [tool.graphlint] table, else its parent's),
+    and each configuration file is read and parsed once: a pre-commit hook
+    passes hundreds of files of one project on the command line. The answers
+    are those of ``config_for`` for each path; files edited during the run are
+    not read again.
+    """
+
+    def __init__(self, explicit: Path | None = None, isolated: bool = False) -> None:
+        self.explicit = explicit
+        self.isolated = isolated
+        self._nearest: dict[Path, Path | None] = {}  # directory -> its configuration file
+        self._documents: dict[Path, dict[str, Any]] = {}  # parsed TOML of each file read
+        self._configs: dict[Path, Config] = {}
+        self._default: Config | None = None
+
+    def config_for(self, path: Path) -> Config:
+        if self.isolated:
+            return self._defaults()
+        found = self.explicit if self.explicit is not None else self.find(path)
+        return self.load(found) if found is not None else self._defaults()
+
+    def find(self, start: Path) -> Path | None:
+        """The nearest pyproject.toml with a [tool.graphlint] table at or above ``start``."""
+        start = start.absolute()
+        candidate = start if start.is_dir() else start.parent
+        # Up the lexical parents, nearest first, until a directory already
+        # looked up; every directory passed on the way gets the answer.
+        passed: list[Path] = []
+        found: Path | None = None
+        while True:
+            if candidate in self._nearest:
+                found = self._nearest[candidate]
+                break
+            passed.append(candidate)
+            pyproject = candidate / "pyproject.toml"
+            if pyproject.is_file() and self._has_graphlint_table(pyproject):
+                found = pyproject
+                break
+            parent = candidate.parent
+            if parent == candidate:
+                break
+            candidate = parent
+        for directory in passed:
+            self._nearest[directory] = found
+        return found
+
+    def load(self, path: Path) -> Config:
+        """Read and validate the settings in ``path``."""
+        path = path.absolute()
+        config = self._configs.get(path)
+        if config is None:
+            if not path.is_file():
+                raise ConfigError(f"config file does not exist: {path}")
+            config = self._configs[path] = _config_of(self._document(path), path)
+        return config
+
+    def _defaults(self) -> Config:
+        if self._default is None:
+            self._default = Config()
+        return self._default
+
+    def _has_graphlint_table(self, pyproject: Path) -> bool:
+        # A cheap text test first: most pyproject.toml files never mention graphlint.
+        try:
+            text = pyproject.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+        if "graphlint" not in text:
+            return False
+        return "graphlint" in self._document(pyproject).get("tool", {})
+
+    def _document(self, path: Path) -> dict[str, Any]:
+        path = path.absolute()
+        document = self._documents.get(path)
+        if document is None:
+            document = self._documents[path] = _read_toml(path)
+        return document
+
+
+def _config_of(document: dict[str, Any], path: Path) -> Config:
     if path.name == "pyproject.toml":
         table = document.get("tool", {}).get("graphlint", {})
         where = f"[tool.graphlint] of {path}"
@@ -103,14 +174,6 @@ def load_config(path: Path) -> Config:
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
     return _parse_table(table, where, path)
-
-
-def config_for(path: Path, explicit: Path | None = None, isolated: bool = False) -> Config:
-    """The settings that apply to a checked path."""
-    if isolated:
-        return Config()
-    found = explicit if explicit is not None else find_config(path)
-    return load_config(found) if found is not None else Config()
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -88,6 +88,57 @@ def test_paths_in_two_projects_use_their_own_settings(run_cli, tmp_path):
     assert reported(run_cli("check", "a", "b")) == ["b/broken.py"]
 
 
+def _count_toml_reads(monkeypatch) -> list[Path]:
+    """Every configuration file parsed from now on, in order."""
+    import graphlint.config
+
+    reads: list[Path] = []
+    read_toml = graphlint.config._read_toml
+
+    def counting(path: Path):
+        reads.append(path)
+        return read_toml(path)
+
+    monkeypatch.setattr(graphlint.config, "_read_toml", counting)
+    return reads
+
+
+def test_many_explicit_files_of_one_project_parse_its_configuration_once(run_cli, tmp_path, monkeypatch):
+    # What pre-commit does: every staged file on the command line.
+    write(tmp_path / "pyproject.toml", '[tool.graphlint]\nignore = ["GL000"]\n')
+    write(tmp_path / "pkg" / "pyproject.toml", '[project]\nname = "pkg"  # linted by graphlint\n')  # no table
+    files = [f"pkg/mod{i}/sub/f{j}.py" for i in range(5) for j in range(8)] + [f"top{j}.py" for j in range(8)]
+    for name in files:
+        write(tmp_path / name, BROKEN)
+    reads = _count_toml_reads(monkeypatch)
+    result = run_cli("check", "--jobs", "1", *files)
+    assert result.exit_code == 0, result.output
+    # Each pyproject.toml that mentions graphlint is parsed once, not once per file.
+    assert sorted(reads) == [tmp_path / "pkg" / "pyproject.toml", tmp_path / "pyproject.toml"]
+
+
+def test_explicit_files_of_two_projects_each_get_their_own_settings(run_cli, tmp_path, monkeypatch):
+    write(tmp_path / "a" / "pyproject.toml", '[tool.graphlint]\nignore = ["GL000"]\n')
+    write(tmp_path / "a" / "inner" / "pyproject.toml", '[tool.graphlint]\nselect = ["GL000"]\n')  # nearest wins
+    write(tmp_path / "b" / "pyproject.toml", '[tool.graphlint]\nselect = ["GL0"]\n')
+    files = [
+        "a/x.py", "b/x.py", "a/inner/x.py", "a/sub/x.py", "c/x.py", "b/sub/x.py",
+        "a/inner/deep/x.py", "c/d/x.py", "a/sub/y.py",
+    ]
+    for name in files:
+        write(tmp_path / name, BROKEN)
+    reads = _count_toml_reads(monkeypatch)
+    # c/ has no configuration: defaults, GL000 reported.
+    assert reported(run_cli("check", "--jobs", "1", *files)) == [
+        "a/inner/deep/x.py", "a/inner/x.py", "b/sub/x.py", "b/x.py", "c/d/x.py", "c/x.py",
+    ]
+    assert len(reads) == len(set(reads)) == 3
+    # The same answers, one file at a time.
+    for name in files:
+        expected = [] if name.startswith("a/") and not name.startswith("a/inner/") else [name]
+        assert reported(run_cli("check", name)) == expected
+
+
 def test_confirm_settings_reach_the_dynamic_checker(run_cli, tmp_path, monkeypatch):
     calls = []
 
