@@ -31,7 +31,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst
+
 from graphlint.model import Diagnostic, ModuleModel
+from graphlint.model.names import constant_string
 
 CODE = "GL004"
 NAME = "hyperparameter-from-loss"
@@ -43,6 +46,8 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
     for write in model.facts.hyperparameters:
         if write.stmt in reported or not model.carries_graph(write.value, certain=True):
             continue
+        if _written_key(write.target) == "params":
+            continue  # the group's parameter list (re-pointed after a move), not a hyperparameter
         reported.add(write.stmt)
         origin_line = min(model.site_line(o[0]) for o in write.value if model.origin_is_graph(o, certain=True))
         yield model.diagnostic(
@@ -51,3 +56,10 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             f"the autograd graph built at line {origin_line}; it keeps every iteration's graph alive "
             f"(SGD) or raises TypeError (Adam). Take a number instead: .item() or float(...)",
         )
+
+
+def _written_key(target) -> str | None:
+    """``'lr'`` for ``group['lr'] = ...``."""
+    if type(target) is libcst.Subscript and len(target.slice) == 1 and type(target.slice[0].slice) is libcst.Index:
+        return constant_string(target.slice[0].slice.value)
+    return None

@@ -56,8 +56,8 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             continue  # the accumulator is the objective (BPTT over time steps, REINFORCE)
         if acc.site in facts.returned_sites:
             continue  # outputs collected step by step and returned: the caller's objective
-        if acc.path in facts.reset_paths.get(acc.loop, ()):
-            continue  # reset inside the same loop (after each step, each log window): bounded
+        if _bounded_by_reset(facts, acc):
+            continue
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True)]
         if not graph:
             continue
@@ -71,3 +71,30 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             f"value (.detach(), and .item() only when logging, since .item() in a hot loop forces "
             f"a device sync)",
         )
+
+
+def _bounded_by_reset(facts, acc) -> bool:
+    """Whether a re-assignment of the accumulator (or of its dict or object) bounds it.
+
+    Reset inside the accumulating loop (after each step, each log window), or
+    by an enclosing loop that runs the optimizer step while the accumulating
+    loop runs none: the list holds one step's micro-batches, not a history.
+    """
+    roots = _path_and_roots(acc.path)
+    for loop in acc.loops:
+        if roots.isdisjoint(facts.reset_paths.get(loop, ())):
+            continue
+        if loop == acc.loop:
+            return True
+        if loop in facts.step_loops and acc.loop not in facts.step_loops:
+            return True
+    return False
+
+
+def _path_and_roots(path: str) -> set[str]:
+    """``d['k'].x`` -> {``d['k'].x``, ``d['k']``, ``d``}: rebuilding ``d`` resets its items."""
+    found = {path}
+    for index, char in enumerate(path):
+        if char in ".[" and index:
+            found.add(path[:index])
+    return found

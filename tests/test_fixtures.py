@@ -46,24 +46,14 @@ KNOWN_GAPS = {
         "through autograd.grad(create_graph=True) on purpose",
     "clean/gl002_leapfrog_integrator_grad_no_graph.py": "false positive: t.new_zeros()/t.new_tensor() taken for ops on "
         "t's graph, which then reaches the integrator state",
-    "clean/gl004_param_groups_params_repointed.py": "false positive: param_group['params'] taken for a hyperparameter, "
-        "and a list of parameters for a certain graph",
     "clean/gl005_block_outputs_kept_on_self.py": "false positive: one forward's block outputs kept on self "
         "(reset at the top of forward) taken for history",
     "clean/gl005_criterion_tuple_sample_size.py": "false positive: the int sample size unpacked from the criterion's "
         "tuple shares the backwarded loss's site",
-    "clean/gl005_layer_features_returned_by_function.py": "false positive: comprehension variables inside a function "
-        "read as graph-free, so the loss misses the feature lists and they are not seen as the objective",
-    "clean/gl005_list_recreated_by_enclosing_loop.py": "false positive: an accumulator re-created by the enclosing loop "
-        "counts as outliving the inner loop",
-    "clean/gl005_log_history_lr_from_checkpointed_scheduler.py": "false positive: a scheduler with a state_dict() "
-        "taken for a model, so get_last_lr() is a forward",
-    "clean/gl005_metrics_dict_rebuilt_each_step.py": "false positive: rebuilding the whole dict does not count as "
-        "resetting d[key]",
-    "clean/gl005_module_gather_method_in_save_loop.py": "false positive: any non-housekeeping method of a module is "
-        "taken for a forward",
-    "clean/gl005_task_object_with_state_dict.py": "false positive: an object with a state_dict() taken for a model, so "
-        "its train_step() is a forward and its int/dict results carry graphs",
+    "clean/gl001_same_flag_tested_twice.py": "false positive: a value assigned under `if cfg.flag:` and read "
+        "under a second `if cfg.flag:` reaches the read from the previous iteration along the path that skips the "
+        "first branch and takes the second; the analysis joins both branches of each `if`, so it cannot see that two "
+        "tests of one unchanged flag agree (torchtune's early-exit recipe)",
     # Shapes of corpus files the prefilter drops (no training or evaluation spelling), with a stand-in trainer.
     "clean/gl005_stack_forward_optional_layer_outputs.py": "false positive: a module forward returning its per-layer "
         "lists inside a NamedTuple class of the file (StackOutput(hidden, all_hidden_states, all_attentions)): the class "

@@ -11,8 +11,8 @@ from graphlint.model.names import (
     CUTTING_BUILTINS,
     CUTTING_METHODS,
     INPLACE_CUTS,
-    MODULE_HOUSEKEEPING,
     PARAMETER_METHODS,
+    is_module_housekeeping,
     PASSING_BUILTINS,
     TORCH_CUTTING,
     dotted,
@@ -191,6 +191,8 @@ class _CallEvaluator:
 
     def step(self, event: ev.StepCall) -> frozenset:
         state = self.ctx.state
+        if self.interp.recording:
+            self.interp.facts.step_loops.update(self.ctx.loop_keys)
         if event.closure is not None:
             self._call_closure(event.closure)
         local = dotted(event.optimizer)
@@ -349,7 +351,7 @@ class _CallEvaluator:
         if MODULE in attribute_kinds:
             return self.args_value() | self.forward(CERTAIN, func)
         if MODULE in kinds:
-            if method in MODULE_HOUSEKEEPING:
+            if is_module_housekeeping(method):
                 self.args_value()
                 return EMPTY
             return self.args_value() | self.forward(CERTAIN, owner)
@@ -390,6 +392,8 @@ class _CallEvaluator:
         if method == "update" and self.ctx._is_param_group(owner):
             if self.interp.recording:
                 for arg in self.call.args:
+                    if arg.keyword is not None and arg.keyword.value == "params":
+                        continue  # the group's parameter list, not a hyperparameter
                     value = self.ctx.eval_quiet(arg.value) - {NEW}
                     self.interp.facts.hyperparameters.append(
                         ev.HyperparameterWrite(self.ctx.stmt, self.call, value, self.ctx.loop)

@@ -144,6 +144,7 @@ class Accumulation:
     outlives_iteration: bool
     no_grad: bool
     kind: str = "add"  # add | append
+    loops: tuple = ()  # every enclosing loop key, outermost first (``loop`` is the last)
 
 
 @dataclass

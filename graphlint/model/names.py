@@ -72,6 +72,20 @@ MODULE_HOUSEKEEPING = frozenset({
     "init_hidden_state", "reset_parameters", "save_pretrained", "named_buffers", "buffers",
 })
 PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+# Name shapes of module methods that read or move state rather than run a forward
+# (`get_input_embeddings`, `save_checkpoint`, `_zero3_consolidated_16bit_state_dict`).
+_HOUSEKEEPING_PREFIXES = ("get_", "set_", "register_", "named_", "save", "load", "to_", "_")
+_HOUSEKEEPING_PARTS = ("state_dict", "checkpoint")
+
+
+def is_module_housekeeping(method: str) -> bool:
+    """Whether calling ``module.<method>()`` surely runs no forward."""
+    return (
+        method in MODULE_HOUSEKEEPING
+        or method in PARAMETER_METHODS
+        or method.startswith(_HOUSEKEEPING_PREFIXES)
+        or any(part in method for part in _HOUSEKEEPING_PARTS)
+    )
 
 
 class Imports:

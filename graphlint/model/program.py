@@ -269,6 +269,11 @@ class _NameCollector:
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._target(node.target)
 
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        # A comprehension's variables are its own; naming them as the scope's
+        # locals keeps them apart from module globals of the same name.
+        self._target(node.target)
+
     def visit_For(self, node: cst.For) -> None:
         self._target(node.target)
 
@@ -487,7 +492,9 @@ class _KindCollector:
             return
         if method in ("backward", "manual_backward"):
             self.after_backward = True
-        if method in ("parameters", "named_parameters", "train", "eval", "state_dict", "modules", "children", "apply", "register_forward_hook"):
+        # `state_dict()` is not among them: optimizers, schedulers, scalers and
+        # tasks have one too; nor `apply()` (pandas, and any functional style).
+        if method in ("parameters", "named_parameters", "train", "eval", "modules", "children", "register_forward_hook"):
             self._add(owner, MODULE)
         elif method == "step":
             self.steps.add(owner)

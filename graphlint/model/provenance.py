@@ -254,6 +254,8 @@ class Facts:
         self.returned_sites: set[int] = set()
         # loop key -> paths re-assigned (not from themselves) somewhere in that loop
         self.reset_paths: dict[tuple, set[str]] = {}
+        # Loops an optimizer step runs in (at any depth).
+        self.step_loops: set[tuple] = set()
 
 
 class Interpreter:
@@ -740,7 +742,10 @@ class _StmtContext:
         """``acc = 0`` somewhere in a loop bounds what ``acc += loss`` there can retain."""
         if not self.interp.recording or self.loop is None:
             return
-        read = {self.interp.path(self.frame, node) for node in _names_in(stmt.value)}
+        # `d = {k: 0 for k in d}` reads only d's keys: still a reset.
+        read = set() if _fresh_container(stmt.value) else {
+            self.interp.path(self.frame, node) for node in _names_in(stmt.value)
+        }
         for target in stmt.targets:
             path = self.interp.path(self.frame, target.target)
             if path is not None and path not in read:
@@ -781,7 +786,7 @@ class _StmtContext:
         self.interp.facts.accumulations.append(
             ev.Accumulation(
                 self.stmt, target, path, added, self.site.id if self.site else -1,
-                self.loop, self._outlives(path, fresh), self.no_grad,
+                self.loop, self._outlives(path, fresh), self.no_grad, loops=tuple(self.loop_keys),
             )
         )
 
@@ -935,6 +940,25 @@ def _detaches_in_place(loop: cst.For, name: str) -> bool:
                 ):
                     return True
     return False
+
+
+def _fresh_container(expr: cst.BaseExpression) -> bool:
+    """A container built of constants (``{k: 0 for k in d}``, ``[0.0, 0.0]``, ``{}``)."""
+    if type(expr) is cst.DictComp:
+        return _constant(expr.value)
+    if type(expr) in (cst.ListComp, cst.SetComp):
+        return _constant(expr.elt)
+    if type(expr) is cst.Dict:
+        return all(type(e) is cst.DictElement and _constant(e.value) for e in expr.elements)
+    if type(expr) in (cst.List, cst.Set):
+        return all(type(e) is cst.Element and _constant(e.value) for e in expr.elements)
+    return False
+
+
+def _constant(expr: cst.BaseExpression) -> bool:
+    if type(expr) is cst.UnaryOperation:
+        expr = expr.expression
+    return type(expr) in (cst.Integer, cst.Float, cst.SimpleString) or (type(expr) is cst.Name and expr.value in ("None", "True", "False"))
 
 
 def older(origin: Origin) -> Origin:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from graphlint.model.names import MODULE_HOUSEKEEPING, PARAMETER_METHODS, dotted
+from graphlint.model.names import dotted, is_module_housekeeping
 from graphlint.model.program import MODULE, PARAM_GROUP, Program, Scope
 from graphlint.model.walk import children
 from graphlint.prefilter import NEEDLES
@@ -38,7 +38,6 @@ _LOOP_FILE_WORDS = NEEDLES["GL005"].names
 _LOOP_FILE_PARTS = NEEDLES["GL005"].name_parts
 # Spellings of a tensor that requires grad (a leaf: graph-bearing from the start).
 _LEAF_WORDS = frozenset({"requires_grad", "requires_grad_", "Parameter", "autograd"})
-_NOT_FORWARD_METHODS = MODULE_HOUSEKEEPING | PARAMETER_METHODS
 # Methods that add to their receiver (graphlint/model/calls.py accumulates through them).
 _ADDING_METHODS = frozenset({"append", "extend", "insert", "appendleft", "add", "update", "setdefault", "put"})
 # Methods a call of an instance runs, whatever the instance is called.
@@ -171,7 +170,7 @@ def _spell_call(node: cst.Call, found: _Spelled) -> None:
             found.called.add(path)
     if type(func) is cst.Attribute:
         method = func.attr.value
-        if method not in _NOT_FORWARD_METHODS:
+        if not is_module_housekeeping(method):
             # `model.generate(x)` on a module runs a forward (its own methods
             # defined in this file are reached through their names instead).
             owner = dotted(func.value)
