@@ -20,7 +20,6 @@ _EXPECT = re.compile(r"expect:\s*((?:GL\d{3}\s*,?\s*)+)")
 # test fails until it is removed from this list, so the list cannot go stale.
 KNOWN_GAPS = {
     "GL002/helper_step_returns_attached_state.py": "recurrent state returned by a step helper",
-    "GL002/word_lm_needs_data.py": "word-LM shape with data loaded from disk",
     "GL004/defaults_lr_from_loss.py": "layer-loop forward helper reported as GL001/GL002",
     "GL005/loss_dict_per_key.py": "d[k] = d.get(k, 0) + value spelling",
     "clean/gl001_two_models_same_batch.py": "false positive: two models on one batch",
@@ -31,7 +30,6 @@ KNOWN_GAPS = {
     "GL001/custom_engine_two_losses_one_forward.py": "custom autograd engine classes defined in the file",
     "GL002/custom_engine_rewrap_once_outside_loop.py": "custom autograd engine classes defined in the file",
     "clean/gl002_custom_engine_rewrap_each_batch.py": "custom autograd engine: backward inside the engine reported",
-    "GL002/lstm_hidden_carried_no_cut.py": "inner LSTM node reported again as GL001",
     # False positives found on third-party training code (benchmarks/corpus, pytorch/examples, d2l-en).
     "clean/gl001_gan_branching_forward_real_loss_reused.py": "false positive: a module forward with two alternative "
         "forward statements called three times per iteration; the join of its branches mixes the (site, age) labels of "
@@ -44,8 +42,6 @@ KNOWN_GAPS = {
         "Parameter counts as a new graph node built before the loop",
     "clean/gl002_unrolled_inner_solver_create_graph.py": "false positive: an unrolled inner solver's iterate carried "
         "through autograd.grad(create_graph=True) on purpose",
-    "clean/gl002_leapfrog_integrator_grad_no_graph.py": "false positive: t.new_zeros()/t.new_tensor() taken for ops on "
-        "t's graph, which then reaches the integrator state",
     "clean/gl005_block_outputs_kept_on_self.py": "false positive: one forward's block outputs kept on self "
         "(reset at the top of forward) taken for history",
     "clean/gl005_criterion_tuple_sample_size.py": "false positive: the int sample size unpacked from the criterion's "

@@ -29,6 +29,8 @@ CUTTING_METHODS = frozenset({
     "short", "nonzero", "isnan", "isinf", "isfinite", "data_ptr", "element_size",
     "stride", "is_contiguous", "get_device", "state_dict", "keys", "__len__", "count",
     "index", "equal", "all", "any", "type_as_str", "sign", "floor_divide",
+    # New tensors that only borrow dtype and device: no graph of the receiver.
+    "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor",
 })
 # Methods of a tensor that cut it in place.
 INPLACE_CUTS = frozenset({"detach_", "requires_grad_"})

@@ -205,9 +205,12 @@ class State:
     def _age_origins(self, chosen) -> None:
         if not chosen:
             return
-        for key, value in self.env.items():
-            if not value.isdisjoint(chosen):
-                self.env[key] = frozenset(older(o) if o in chosen else o for o in value)
+        env = self.env
+        for key, value in env.items():
+            hit = value & chosen
+            if hit:
+                # Set operations in C: values can hold hundreds of origins.
+                env[key] = (value - hit) | {older(o) for o in hit}
         for table in (self.freed, self.traversed, self.stepped):
             if table.keys().isdisjoint(chosen):
                 continue
