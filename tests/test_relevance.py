@@ -1,7 +1,9 @@
-"""Scopes the relevance test drops must be scopes whose analysis finds nothing.
+"""Scopes the relevance test drops must not hide findings.
 
-graphlint/model/relevance.py only saves time: with it or without it (every
-scope an entry point), every fixture must give exactly the same findings.
+graphlint/model/relevance.py exists to save time: with it or without it
+(every scope an entry point), every fixture must give exactly the same
+findings. (It is stricter than the analysis only for GL005 without a
+backward; see its docstring.)
 """
 
 from __future__ import annotations

@@ -10,8 +10,15 @@ code does (transitively): a helper analysed inside its caller sees the same
 triggers.
 
 The test is syntactic and deliberately wide, like the prefilter's needles
-(graphlint/prefilter.py): it may keep a scope needlessly, but a scope it drops
-must be one whose analysis records no fact.
+(graphlint/prefilter.py): a scope that can reach a backward or a
+hyperparameter write is always kept. For GL005 without a backward it asks
+for more than the analysis does: a call of a module the analysis knows (a
+class of this file, a constructed torch module) or a leaf tensor, a loop
+and an accumulation. A scope it drops can then still record an
+accumulation fed by a weaker forward; on the corpus every such finding was
+a module's own forward collecting its outputs (a false positive), which is
+why the gate asks for more, not less. tests/test_relevance.py holds every
+fixture to identical findings with and without the gate.
 """
 
 from __future__ import annotations
