@@ -116,13 +116,16 @@ class State:
     def join(self, other: "State") -> bool:
         """Merge ``other`` into self; True when self changed."""
         changed = False
+        env = self.env
         for key, value in other.env.items():
-            mine = self.env.get(key)
+            mine = env.get(key)
+            if mine is value:
+                continue  # copies share their values: the common case, and free
             if mine is None:
-                self.env[key] = value
+                env[key] = value
                 changed = True
             elif not value <= mine:
-                self.env[key] = mine | value
+                env[key] = mine | value
                 changed = True
         for name in ("freed", "traversed", "stepped"):
             mine = getattr(self, name)
@@ -238,6 +241,8 @@ class Frame:
     iterating: dict[str, str] = field(default_factory=dict)
     local_defs: dict[str, cst.FunctionDef] = field(default_factory=dict)
     current: int = 0  # the CFG node being evaluated
+    # CFG node -> env keys of this frame's locals dead there (see Interpreter.dead_keys).
+    dead: dict[int, frozenset] = field(default_factory=dict)
 
 
 class Facts:
@@ -419,10 +424,13 @@ class Interpreter:
         """Env keys of local variables that no frame on the stack can read again."""
         dead: set[str] = set()
         for frame in self.frames:
-            live = self.live_names(frame.cfg).get(frame.current, frozenset())
-            for name in frame.scope.locals:
-                if name not in live and name not in frame.aliases:
-                    dead.add(frame.prefix + name)
+            known = frame.dead.get(frame.current)
+            if known is None:
+                live = self.live_names(frame.cfg).get(frame.current, frozenset())
+                known = frame.dead[frame.current] = frozenset(
+                    frame.prefix + name for name in frame.scope.locals if name not in live and name not in frame.aliases
+                )
+            dead |= known
         return frozenset(dead)
 
     def live_names(self, cfg: CFG) -> dict[int, frozenset[str]]:
