@@ -207,6 +207,50 @@ class Trainer:
                 loss.backward()  # expect: GL003
                 self.optimizer.step()
 ''', "confirmed", r"driven with stand-ins: Trainer\(model=model stand-in, optimizer=SGD\)\.fit\("),
+    # A module forward keeping each layer's output (kornia's ViT TransformerEncoder): the
+    # list grows with no backward, but each output builds on the last, so the list keeps
+    # alive nothing the newest output does not. Not an evaluation leak.
+    "layer_outputs_kept.py": ('''
+from torch import nn
+
+
+class Encoder(nn.Module):
+    def __init__(self, dim=3, depth=4):
+        super().__init__()
+        self.blocks = nn.Sequential(*(nn.Linear(dim, dim) for _ in range(depth)))
+        self.results = []
+
+    def forward(self, x):
+        self.results = []
+        out = x.reshape(-1, x.shape[-1])
+        for block in self.blocks.children():
+            out = block(out)
+            self.results.append(out)  # expect: GL005
+        return out
+''', "inconclusive", r"self\.results grew \(2 -> 4 -> 6 -> 8 nodes\) with no backward, but each graph it holds is "
+       r"part of the graph of the newest one"),
+    # ... while an evaluation loop's outputs are separate graphs: still a leak.
+    "eval_leak_list.py": ('''
+import torch
+model = torch.nn.Linear(4, 2)
+outputs = []
+for i in range(5):
+    outputs.append(model(torch.randn(3, 4)).pow(2).mean())  # expect: GL005
+print(len(outputs))
+''', "confirmed", r"outputs kept the graph of every iteration .* no backward ever used it"),
+    # A parameter annotated torch.Tensor gets a batch, not torch.Tensor() (an empty
+    # tensor no layer accepts), also when its use alone says nothing.
+    "tensor_annotated.py": ('''
+import torch
+
+
+def evaluate(model, x: torch.Tensor, steps):
+    total = 0
+    for _ in range(steps):
+        inputs = x
+        total += model(inputs).pow(2).mean()  # expect: GL005
+    return float(total)
+''', "confirmed", r"kept the graph of every iteration .*evaluate\(model=model stand-in, x=float\[4, 3\], steps=3\)"),
     # A parameter whose use says nothing: no guessing.
     "unknowable_parameter.py": ('''
 import torch

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from . import graphs
 from .probes import _grew
 
 MIN_ITERATIONS = 2
@@ -200,6 +201,7 @@ def _gl005(probe, index, run):
         return "inconclusive", f"the graph held by {name} was too large to walk"
     chains = _growth_chains(history)
     traversed = set(probe.traversed)
+    chained = None
     # (b) Growth with no backward at all while it grew (an evaluation loop): a leak
     # unless a backward uses it later, which only the end of the run can tell.
     for chain in chains:
@@ -207,6 +209,9 @@ def _gl005(probe, index, run):
             continue
         if chain[-1]["root_ids"] & traversed:
             continue  # the objective, backwarded after the loop (BPTT, REINFORCE)
+        if _one_chain(chain[-1]):
+            chained = chained or chain  # a forward's per-layer outputs: kept alive by the newest anyway
+            continue
         sizes = " -> ".join(str(len(o["nodes"])) for o in chain[-4:])
         if not run.clean:
             return "inconclusive", (
@@ -229,11 +234,29 @@ def _gl005(probe, index, run):
             f"{name} kept graphs across backwards, and with no torch optimizer step there is no telling a "
             f"leak from a sum reset at each (hand-written) update"
         )
+    if chained is not None:
+        sizes = " -> ".join(str(len(o["nodes"])) for o in chained[-4:])
+        return "inconclusive", (
+            f"{name} grew ({sizes} nodes) with no backward, but each graph it holds is part of the graph of "
+            f"the newest one (each iteration built on the last, like a forward's layers): it keeps alive "
+            f"nothing that value does not"
+        )
     if len(grown) >= 2:
         return "not reproduced", f"{name} grew only until it was reset, never past an optimizer step"
     if grown:
         return "inconclusive", f"{name} grew and was reset only once; another cycle was needed to be sure"
     return "not reproduced", f"{name} held no graph that outlived its iteration"
+
+
+def _one_chain(observation: dict) -> bool:
+    """Whether the accumulator holds several graphs, all inside the graph of its newest
+    value (``results.append(out)`` after ``out = layer(out)``): it keeps alive only what
+    that value keeps alive anyway. An evaluation loop's losses are separate graphs."""
+    roots = observation["roots"]
+    if len(observation["root_ids"]) < 2:
+        return False  # one sum: what was added cannot be told apart
+    newest = graphs.walk([roots[-1]])
+    return newest.complete and observation["root_ids"] <= set(newest.nodes)
 
 
 def _growth_chains(history: list) -> list:

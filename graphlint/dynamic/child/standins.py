@@ -245,6 +245,11 @@ def role_of(name: str, facts: Facts) -> str:
     return "unknown"
 
 
+# Roles whose stand-in is a tensor: a parameter annotated ``torch.Tensor`` keeps one
+# of these when its use says so (labels, a hidden state), and is a batch otherwise.
+TENSOR_ROLES = frozenset({"tensor", "data", "hidden"})
+
+
 def role_of_annotation(annotation) -> str | None:
     """A parameter's annotation, when it names a class, says what to pass."""
     if not isinstance(annotation, type):
@@ -252,6 +257,9 @@ def role_of_annotation(annotation) -> str | None:
     simple = {int: "int", float: "float", bool: "bool", torch.device: "device"}
     if annotation in simple:
         return simple[annotation]
+    if issubclass(annotation, torch.Tensor):
+        # not ``torch.Tensor()``: an empty tensor that no layer accepts
+        return "data"
     if issubclass(annotation, nn.Module):
         return None  # usage says whether it is a model or a loss
     if issubclass(annotation, torch.optim.Optimizer):
@@ -303,6 +311,8 @@ class Builder:
                     instances[name] = annotation()
                 except Exception:
                     continue
+            if role == "data" and roles.get(name) in TENSOR_ROLES:
+                continue
             if role is not None:
                 roles[name] = role
         unknown = [name for name in params if roles[name] == "unknown"]
@@ -310,7 +320,9 @@ class Builder:
             raise CannotDrive(f"cannot tell what parameter {unknown[0]!r} should be from how the code uses it")
         values = {}
         last = ("model", "loss", "optimizer", "scheduler")
-        order = ["model", "loss"] + [r for r in set(roles.values()) if r not in last]
+        # in the order of the parameters, not of a set (its order changes with the hash seed,
+        # and so would the stand-ins' random values, drawn in this order, and the description)
+        order = ["model", "loss"] + [r for r in dict.fromkeys(roles[n] for n in params) if r not in last]
         order += ["optimizer", "scheduler"]
         for role in order:
             for name in params:
