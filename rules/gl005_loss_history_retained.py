@@ -48,16 +48,19 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
     facts = model.facts
     reported = set()
     for acc in facts.accumulations:
-        if acc.stmt in reported or acc.no_grad or not acc.outlives_iteration:
+        if acc.stmt in reported or acc.no_grad:
             continue
-        if acc.loop not in facts.active_loops:
-            continue  # no forward or backward runs in this loop: nothing new to retain
+        # The accumulating loop: its iterations outlived by the accumulator, running a
+        # forward or a backward (else nothing new is retained), no reset bounding it.
+        # (Enclosing loops are not looked at: an inner loop over a dict of logged
+        # values would then report every int that shares a backwarded loss's call.)
+        loop = acc.loop
+        if loop not in acc.outlives_loops or loop not in facts.active_loops or _bounded_by_reset(facts, acc, loop):
+            continue
         if acc.site in facts.backwarded_sites:
             continue  # the accumulator is the objective (BPTT over time steps, REINFORCE)
         if acc.site in facts.returned_sites:
             continue  # outputs collected step by step and returned: the caller's objective
-        if _bounded_by_reset(facts, acc):
-            continue
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True)]
         if not graph:
             continue
@@ -73,20 +76,20 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         )
 
 
-def _bounded_by_reset(facts, acc) -> bool:
-    """Whether a re-assignment of the accumulator (or of its dict or object) bounds it.
+def _bounded_by_reset(facts, acc, loop) -> bool:
+    """Whether a re-assignment of the accumulator (or of its dict or object) bounds it across ``loop``.
 
-    Reset inside the accumulating loop (after each step, each log window), or
-    by an enclosing loop that runs the optimizer step while the accumulating
-    loop runs none: the list holds one step's micro-batches, not a history.
+    Reset inside that loop (after each step, each log window), or by an
+    enclosing loop that runs the optimizer step while ``loop`` runs none: the
+    list holds one step's micro-batches, not a history.
     """
     roots = _path_and_roots(acc.path)
-    for loop in acc.loops:
-        if roots.isdisjoint(facts.reset_paths.get(loop, ())):
+    for outer in acc.loops[: acc.loops.index(loop) + 1]:
+        if roots.isdisjoint(facts.reset_paths.get(outer, ())):
             continue
-        if loop == acc.loop:
+        if outer == loop:
             return True
-        if loop in facts.step_loops and acc.loop not in facts.step_loops:
+        if outer in facts.step_loops and loop not in facts.step_loops:
             return True
     return False
 

@@ -768,15 +768,18 @@ class _StmtContext:
                     self.interp.facts.reset_paths.setdefault(loop, set()).add(path)
 
     def _check_rebinding_accumulation(self, stmt: cst.Assign, value: frozenset) -> None:
-        """``acc = acc + x`` accumulates like ``acc += x``."""
+        """``acc = acc + x`` accumulates like ``acc += x``; so does ``d[k] = d.get(k, 0) + x``."""
         if len(stmt.targets) != 1 or type(stmt.value) is not cst.BinaryOperation:
             return
         target = stmt.targets[0].target
         path = self.interp.path(self.frame, target)
-        if path is None:
+        container = None
+        if path is None and type(target) is cst.Subscript:
+            container = self.interp.path(self.frame, target.value)  # a key computed at run time
+        if path is None and container is None:
             return
         operands = (stmt.value.left, stmt.value.right)
-        others = [op for op in operands if self.interp.path(self.frame, op) != path]
+        others = [op for op in operands if not self._reads_accumulator(op, path, container)]
         if len(others) != 1:
             return
         added = self.eval_quiet(others[0])
@@ -786,6 +789,16 @@ class _StmtContext:
             self.state.fresh[loop] = previous
         self._accumulation(target, added, value, rebinding=True)
 
+    def _reads_accumulator(self, operand, path: str | None, container: str | None) -> bool:
+        """Whether ``operand`` reads the accumulator: ``acc``, or for ``d[k]``: ``d[k]`` / ``d.get(k, 0)``."""
+        if container is None:
+            return self.interp.path(self.frame, operand) == path
+        if type(operand) is cst.Subscript:
+            return self.interp.path(self.frame, operand.value) == container
+        if type(operand) is cst.Call and type(operand.func) is cst.Attribute and operand.func.attr.value in ("get", "setdefault"):
+            return self.interp.path(self.frame, operand.func.value) == container
+        return False
+
     def _accumulation(self, target, added: frozenset, stored: frozenset, rebinding: bool = False) -> None:
         if not self.interp.recording or self.loop is None:
             return
@@ -794,14 +807,19 @@ class _StmtContext:
             path = self.interp.path(self.frame, target.value)
         if path is None:
             return
-        fresh = self.state.fresh.get(self.loop, EMPTY)
-        if rebinding:
-            # The assignment itself marked `path` fresh; look at the freshness before it.
-            fresh = fresh - {path}
+        outlived = []
+        for loop in self.loop_keys:
+            fresh = self.state.fresh.get(loop, EMPTY)
+            if rebinding:
+                # The assignment itself marked `path` fresh; look at the freshness before it.
+                fresh = fresh - {path}
+            if self._outlives(path, fresh):
+                outlived.append(loop)
         self.interp.facts.accumulations.append(
             ev.Accumulation(
                 self.stmt, target, path, added, self.site.id if self.site else -1,
-                self.loop, self._outlives(path, fresh), self.no_grad, loops=tuple(self.loop_keys),
+                self.loop, self.no_grad,
+                loops=tuple(self.loop_keys), outlives_loops=tuple(outlived),
             )
         )
 
