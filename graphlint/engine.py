@@ -25,6 +25,7 @@ compile and were dropped by the prefilter, never pays for it.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -280,7 +281,9 @@ def _analyse_in_pool(units: list[list[_Job]], codes, prefilter: bool, workers: i
         import graphlint.checker  # noqa: F401
 
     orphaned: list[list[_Job]] = []
-    executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_ignore_interrupts)
+    executor = ProcessPoolExecutor(
+        workers, mp_context=_pool_context(), initializer=_init_worker, initargs=(os.getpid(),)
+    )
     try:
         futures = {executor.submit(_run_unit, _payload(unit), codes, prefilter): unit for unit in units}
         for future in as_completed(futures):
@@ -338,11 +341,34 @@ def _run_unit(payload: list[tuple[bytes, str, bool]], codes, prefilter: bool) ->
     return [_timed_job(data, display, syntax_only, codes, prefilter) for data, display, syntax_only in payload]
 
 
-def _ignore_interrupts() -> None:
-    """Workers leave Ctrl-C to the main process, which cancels the run (no traceback per worker)."""
+def _init_worker(parent: int) -> None:
+    """Workers leave Ctrl-C to the main process, which cancels the run (no traceback
+    per worker), and never outlive it."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGTERM or SIGKILL on the main process skips the pool's shutdown, and its
+    workers would wait for work forever: on Linux, ask the kernel to send each
+    worker SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _pool_context():
