@@ -8,6 +8,8 @@ from graphlint.model.walk import children
 
 from graphlint.model import events as ev
 from graphlint.model.names import (
+    CONTAINER_ADDS,
+    LIST_ADDS,
     CUTTING_BUILTINS,
     CUTTING_METHODS,
     INPLACE_CUTS,
@@ -37,12 +39,6 @@ from graphlint.model.provenance import (
     State,
 )
 
-# Methods that mutate a container in place by adding the argument to it.
-# Methods that add their argument to the receiver: list spellings on any receiver,
-# the generic ones (`add`, `update`) only on a receiver known to be a container
-# (`metric.add(loss)` may be an Accumulator that takes float() of it).
-_LIST_ADDS = frozenset({"append", "extend", "insert", "appendleft"})
-_CONTAINER_ADDS = frozenset({"add", "update", "setdefault", "put"})
 # Methods returning (part of) the receiver's content.
 _CONTAINER_READS = frozenset({"get", "pop", "values", "items", "copy", "popleft", "clone", "contiguous"})
 _NON_TORCH_CUTTING_ROOTS = ("math.", "numpy.", "np.", "random.", "time.", "os.", "json.", "logging.", "wandb.")
@@ -361,7 +357,7 @@ class _CallEvaluator:
                 ctx.state.set(path, EMPTY)
             return EMPTY
         owner_value = ctx.eval(owner)
-        if method in _LIST_ADDS or (method in _CONTAINER_ADDS and (CONTAINER in kinds or self.ctx._is_param_group(owner))):
+        if method in LIST_ADDS or (method in CONTAINER_ADDS and (CONTAINER in kinds or self.ctx._is_param_group(owner))):
             added = self.args_value()
             self.container_add(owner, added, method)
             return EMPTY

@@ -66,6 +66,11 @@ OPTIMIZER_CLASSES = frozenset({
 SCALER_CLASSES = frozenset({"GradScaler", "ShardedGradScaler"})
 
 
+# Methods that add their argument to the receiver: list spellings on any receiver,
+# the generic ones (`add`, `update`) only on a receiver known to be a container
+# (`metric.add(loss)` may be an Accumulator that takes float() of it).
+LIST_ADDS = frozenset({"append", "extend", "insert", "appendleft"})
+CONTAINER_ADDS = frozenset({"add", "update", "setdefault", "put"})
 # Module methods that do not run a forward.
 MODULE_HOUSEKEEPING = frozenset({
     "train", "eval", "to", "cuda", "cpu", "half", "float", "double", "zero_grad",

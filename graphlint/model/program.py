@@ -185,6 +185,10 @@ class Program:
             found |= self._kinds.get(("<module>", path), set())
         return found
 
+    def paths_of_kind(self, kind: str) -> set[str]:
+        """Every path, in any scope, that holds an object of ``kind``."""
+        return {path for (_, path), kinds in self._kinds.items() if kind in kinds}
+
     def add_optimizer_models(self, scope_key: str, path: str, models: set[str]) -> None:
         self._optimizer_models.setdefault((scope_key, path), set()).update(models)
 

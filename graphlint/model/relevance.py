@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from graphlint.model.names import dotted, is_module_housekeeping
+from graphlint.model.names import CONTAINER_ADDS, LIST_ADDS, dotted, is_module_housekeeping
 from graphlint.model.program import MODULE, PARAM_GROUP, Program, Scope
 from graphlint.model.walk import children
 from graphlint.prefilter import NEEDLES
@@ -45,8 +45,8 @@ _LOOP_FILE_WORDS = NEEDLES["GL005"].names
 _LOOP_FILE_PARTS = NEEDLES["GL005"].name_parts
 # Spellings of a tensor that requires grad (a leaf: graph-bearing from the start).
 _LEAF_WORDS = frozenset({"requires_grad", "requires_grad_", "Parameter", "autograd"})
-# Methods that add to their receiver (graphlint/model/calls.py accumulates through them).
-_ADDING_METHODS = frozenset({"append", "extend", "insert", "appendleft", "add", "update", "setdefault", "put"})
+# Methods that add to their receiver, on any receiver (calls.py asks more of the generic ones).
+_ADDING_METHODS = LIST_ADDS | CONTAINER_ADDS
 # Methods a call of an instance runs, whatever the instance is called.
 _CALLED_ON_INSTANCES = ("forward", "__call__")
 
@@ -135,7 +135,7 @@ def _closure(program: Program, spelled: dict, trigger, seeds=frozenset()) -> fro
 
 def _param_group_words(program: Program) -> set[str]:
     """Last parts of every path holding a parameter group (``for g in opt.param_groups``)."""
-    return {path.rpartition(".")[2] for (_, path), kinds in program._kinds.items() if PARAM_GROUP in kinds}
+    return {path.rpartition(".")[2] for path in program.paths_of_kind(PARAM_GROUP)}
 
 
 def _spell(scope: Scope) -> _Spelled:
