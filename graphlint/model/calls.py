@@ -426,6 +426,10 @@ class _CallEvaluator:
             self.inline(found[1], found[0], target)
         else:
             self.args_value()
+        if self.program.method(cls, "backward") is not None:
+            # A tensor class of a custom autograd engine defined in this file
+            # (`Tensor(data, autograd=True)`): a leaf, or a node of its inputs' graph.
+            return self.maybe_leaf_constructor()
         return EMPTY
 
     def inline(self, func: cst.FunctionDef, cls, owner) -> frozenset | None:
