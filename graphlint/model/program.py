@@ -71,6 +71,7 @@ class Program:
         self._kinds: dict[tuple[str, str], set[str]] = {}
         self._optimizer_models: dict[tuple[str, str], set[str]] = {}
         self._first_assignments: dict[str, dict[str, cst.BaseExpression]] = {}
+        self._scopes_by_key: dict[str, Scope] | None = None
         self._collect(module)
         self._resolve_class_kinds()
         for scope in list(self.scopes.values()):
@@ -166,6 +167,12 @@ class Program:
 
     def scope_of(self, func: cst.CSTNode) -> Scope:
         return self.scopes[func]
+
+    def scope_by_key(self, key: str) -> Scope | None:
+        """The scope named ``key`` (``train``, ``Trainer.fit``; see Scope.key)."""
+        if self._scopes_by_key is None:
+            self._scopes_by_key = {scope.key: scope for scope in self.scopes.values()}
+        return self._scopes_by_key.get(key)
 
     # ----- kinds -----
     def add_kind(self, scope_key: str, path: str, kind: str) -> bool:

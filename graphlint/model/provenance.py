@@ -480,7 +480,22 @@ class Interpreter:
         return dotted(expr)
 
     def kinds(self, frame: Frame, expr: cst.BaseExpression) -> set[str]:
-        return self.program.kinds(frame.scope, dotted(expr))
+        path = dotted(expr)
+        found = self.program.kinds(frame.scope, path)
+        if path is None:
+            return found
+        # A helper's parameter bound to the caller's object: that object's kinds
+        # (`evaluate(model, loader)` called with a module).
+        root, _, rest = path.partition(".")
+        owner = frame.aliases.get(root)
+        if not owner:
+            return found
+        resolved = f"{owner}.{rest}" if rest else owner
+        if resolved.startswith("@"):
+            key, _, local = resolved[1:].partition(":")
+            scope = self.program.scope_by_key(key)
+            return found | self.program.kinds(scope, local) if scope is not None else found
+        return found | self.program.kinds(self.program.scopes[self.program.module], resolved)
 
     def loop_key(self, frame: Frame, node) -> tuple | None:
         if node.loop is None:
@@ -742,7 +757,9 @@ class _StmtContext:
         if type(stmt.target) is cst.Subscript and self._is_param_group(stmt.target.value):
             self._subscript_write(stmt.target, value)
         else:
-            self._accumulation(stmt.target, added - {NEW}, value)
+            # `total += criterion(model(x), y)`: the node this very statement builds is added too.
+            built = {(self.site.id, 0)} if NEW in added and value and self.site is not None else set()
+            self._accumulation(stmt.target, (added - {NEW}) | built, value)
         path = self.interp.path(self.frame, stmt.target)
         if path is not None:
             fresh = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
