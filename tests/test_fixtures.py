@@ -39,10 +39,6 @@ KNOWN_GAPS = {
     "clean/gl001_gan_branching_forward_real_loss_reused.py": "false positive: a module forward with two alternative "
         "forward statements called three times per iteration; the join of its branches mixes the (site, age) labels of "
         "the earlier call's freed node and the new call's node (the real loss is still live, so the freed mark is kept)",
-    "clean/gl001_dpo_reference_through_same_helper.py": "false positive: the same branching helper run for the policy "
-        "and again under no_grad for the reference (no_grad does not reach the inlined helper, which re-executes and ages "
-        "the policy's node); GL005: a dict rebuilt whole does not reset its keys, and the loss object's tuple elements all "
-        "count as graphs",
     "clean/gl001_forward_returns_own_parameter.py": "false positive: calling a module whose forward returns its own "
         "Parameter counts as a new graph node built before the loop",
     "clean/gl002_unrolled_inner_solver_create_graph.py": "false positive: an unrolled inner solver's iterate carried "

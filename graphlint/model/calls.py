@@ -471,6 +471,7 @@ class _CallEvaluator:
             if arg.star:
                 ctx.eval(arg.value)
         frame = interp._frame(scope, aliases, ctx.loop_keys, self.frame.depth + 1)
+        frame.no_grad = ctx.no_grad
         frame.local_defs.update(self.frame.local_defs)
         state: State = ctx.state
         for param, value in bound.items():

@@ -245,6 +245,8 @@ class Frame:
     iterating: dict[str, str] = field(default_factory=dict)
     local_defs: dict[str, cst.FunctionDef] = field(default_factory=dict)
     current: int = 0  # the CFG node being evaluated
+    # Called under `torch.no_grad()` (or from a helper that was): nothing it runs builds a graph.
+    no_grad: bool = False
     # CFG node -> env keys of this frame's locals dead there (see Interpreter.dead_keys).
     dead: dict[int, frozenset] = field(default_factory=dict)
 
@@ -323,6 +325,7 @@ class Interpreter:
         return (
             id(func),
             frame.prefix,
+            frame.no_grad,
             frozenset(frame.aliases.items()),
             frame.loop_stack,
             frame.depth,
@@ -567,7 +570,7 @@ class _StmtContext:
         self.state = state
         self.stmt = node.stmt
         self.site = interp.site(node.stmt) if node.stmt is not None else None
-        self.no_grad = node.no_grad
+        self.no_grad = node.no_grad or frame.no_grad
         self.loop_keys = interp.loop_keys(frame, node)
         self.loop = self.loop_keys[-1] if self.loop_keys else None
         self.produced = 0  # strength of forward calls made by this statement
