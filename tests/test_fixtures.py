@@ -56,9 +56,6 @@ KNOWN_GAPS = {
         "lists inside a NamedTuple class of the file (StackOutput(hidden, all_hidden_states, all_attentions)): the class "
         "call is a new value, so the lists are neither the module's returned outputs nor followed into the caller's "
         "loss, and their appends in the layer loop count as history (a plain tuple return is silent)",
-    "clean/gl005_parameter_hook_handles_collected.py": "false positive: param.register_hook(...) on a parameter (a leaf "
-        "that requires grad) is taken for a graph-bearing value, and the loop's call of match_fn(name), a function "
-        "argument, for a forward, so appending the returned RemovableHandle counts as history",
 }
 
 

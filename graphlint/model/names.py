@@ -31,6 +31,8 @@ CUTTING_METHODS = frozenset({
     "index", "equal", "all", "any", "type_as_str", "sign", "floor_divide",
     # New tensors that only borrow dtype and device: no graph of the receiver.
     "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor",
+    # Hook registrations return a handle, not a tensor.
+    "register_hook", "register_post_accumulate_grad_hook",
 })
 # Methods of a tensor that cut it in place.
 INPLACE_CUTS = frozenset({"detach_", "requires_grad_"})
