@@ -39,8 +39,9 @@ KNOWN_GAPS = {
     "clean/gl001_gan_branching_forward_real_loss_reused.py": "false positive: a module forward with two alternative "
         "forward statements called three times per iteration; the join of its branches mixes the (site, age) labels of "
         "the earlier call's freed node and the new call's node (the real loss is still live, so the freed mark is kept)",
-    "clean/gl001_forward_returns_own_parameter.py": "false positive: calling a module whose forward returns its own "
-        "Parameter counts as a new graph node built before the loop",
+    "clean/gl001_forward_returns_own_parameter.py": "false positive: a call of a module of the file is a node of "
+        "its own even when its forward only returns its Parameter (`return canvas(), optimizer`), so the loop frees it; "
+        "dropping that node broke recurrent-state detection, which relies on the call's own node (out, h = rnn(x, h))",
     "clean/gl002_unrolled_inner_solver_create_graph.py": "false positive: an unrolled inner solver's iterate carried "
         "through autograd.grad(create_graph=True) on purpose",
     "clean/gl005_block_outputs_kept_on_self.py": "false positive: one forward's block outputs kept on self "

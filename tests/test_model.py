@@ -315,3 +315,32 @@ def test_every_backward_spelling_frees_the_graph(spelling):
     backwards = sorted(model.facts.backwards, key=lambda b: model.line(b.call))
     assert len(backwards) == 2
     assert backwards[1].freed_hits, spelling
+
+
+def test_attributes_set_by_a_constructor_survive_the_assignment():
+    source = """
+        import torch
+
+        class Holder:
+            def __init__(self, w):
+                self.scaled = w * 2
+
+        w = torch.ones(2, requires_grad=True)
+        holder = Holder(w)
+        print(holder.scaled)
+        """
+    model = model_of(source, watch=10)
+    assert model.graphs_at(10, "holder.scaled") == {6, 8}  # the node, and the leaf it reads
+
+
+def test_a_plain_read_builds_no_node_of_its_own():
+    source = """
+        from torch import nn
+        net = nn.Linear(2, 2)
+        out = net(x)
+        alias = out
+        same = net.weight
+        print(alias, same)
+        """
+    model = model_of(source, watch=7)
+    assert model.graphs_at(7, "alias") == {4}

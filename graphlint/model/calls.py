@@ -420,10 +420,14 @@ class _CallEvaluator:
         return result | self.forward(strength, callee)
 
     def construct(self, cls) -> frozenset:
-        target = getattr(self.ctx, "construct_target", None)
+        target = self.ctx.construct_target
         found = self.program.method(cls, "__init__")
         if found is not None and target is not None:
+            # A new object at `target`: the old one's attributes go, __init__ sets its own,
+            # and the assignment that follows must keep them (see _StmtContext.assign).
+            self.ctx.state.set(target, EMPTY)
             self.inline(found[1], found[0], target)
+            self.ctx.constructed = target
         else:
             self.args_value()
         if self.program.method(cls, "backward") is not None:

@@ -576,6 +576,7 @@ class _StmtContext:
         self.produced = 0  # strength of forward calls made by this statement
         self.callees: set[str] = set()
         self.construct_target: str | None = None
+        self.constructed: str | None = None  # the target whose attributes __init__ just set
         self.leaf_created = False
         # Set by an inlined call whose helper returns a tuple: its per-position values.
         self.returned_elements: list | None = None
@@ -588,7 +589,8 @@ class _StmtContext:
                 if self._unpack(stmt.targets[0].target, stmt.value):
                     return
             value = self.eval(stmt.value)
-            value = self.materialise(value)
+            if not _reads_only(stmt.value):
+                value = self.materialise(value)
             for target in stmt.targets:
                 self.assign(target.target, value)
             self._record_resets(stmt)
@@ -608,7 +610,9 @@ class _StmtContext:
                     value = frozenset().union(*values)
                 else:
                     values = None
-                    value = self.materialise(self.eval(stmt.value))
+                    value = self.eval(stmt.value)
+                    if not _reads_only(stmt.value):
+                        value = self.materialise(value)
                 self.frame.returns = self.frame.returns | value
                 cls = self.frame.scope.cls
                 if cls is not None and cls.is_module:
@@ -711,7 +715,10 @@ class _StmtContext:
                 return
         if path is None:
             return
-        self.state.set(path, value)
+        if path == self.constructed:
+            self.state.env[path] = value  # keep the attributes its __init__ set
+        else:
+            self.state.set(path, value)
         if self.site is not None:
             self.site.targets.add(path)
         for loop in self.loop_keys:
@@ -965,6 +972,16 @@ class _StmtContext:
 
     def _eval_Call(self, call: cst.Call) -> frozenset:
         return _CallEvaluator(self, call).evaluate()
+
+
+def _reads_only(expr: cst.BaseExpression) -> bool:
+    """``x``, ``self.weight``: the value read is stored as it is, no node is built.
+
+    (A statement that computes stores a node of its own, named by the statement.)
+    """
+    while type(expr) is cst.Attribute:
+        expr = expr.value
+    return type(expr) is cst.Name and expr.value not in ("True", "False", "None")
 
 
 def _names_in(expr: cst.CSTNode):
