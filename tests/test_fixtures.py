@@ -24,7 +24,6 @@ KNOWN_GAPS = {
     "GL005/loss_dict_per_key.py": "the accumulating loop runs over the dict of one step's losses and runs no "
         "forward itself; looking at the enclosing training loop instead also reports logging dicts whose values are "
         "ints unpacked beside a backwarded loss (the tuple-unpacking gap: five fairseq/transformers false positives)",
-    "clean/gl001_two_models_same_batch.py": "false positive: two models on one batch",
     "clean/gl002_detach_hidden_method_recursive.py": "false positive: recursive detach method",
     "clean/gl002_dict_state_detached.py": "false positive: dict state detached per key",
     "GL001/wrapper_autograd_backward_actor_critic.py": "torch.autograd.backward on a value sharing the critic's forward",

@@ -344,3 +344,16 @@ def test_a_plain_read_builds_no_node_of_its_own():
         """
     model = model_of(source, watch=7)
     assert model.graphs_at(7, "alias") == {4}
+
+
+def test_each_element_of_a_tuple_of_computations_is_a_node_of_its_own():
+    source = """
+        from torch import nn
+        net1, net2 = nn.Linear(2, 2), nn.Linear(2, 2)
+        a, b = net1(x), net2(x)
+        print(a, b)
+        """
+    model = model_of(source, watch=5)
+    state = next(iter(model.interpreter.snapshots.values()))[0]
+    nodes_of_a, nodes_of_b = state.env["a"], state.env["b"]
+    assert nodes_of_a and nodes_of_b and nodes_of_a.isdisjoint(nodes_of_b)

@@ -645,6 +645,13 @@ class _StmtContext:
             return False
         elements = _tuple_elements(value_expr)
         if elements is not None and len(elements) == len(targets):
+            if self.site is not None and not _reads_any(elements, bound_names(target)):
+                # `a, b = net1(x), net2(x)`: two computations, two nodes (one node for
+                # both would make backwarding one free the other, and the step of
+                # one network's optimizer modify the other's).
+                for item, element in zip(targets, elements):
+                    self.assign(item, self._element_node(element))
+                return True
             values = [self.eval(e) for e in elements]
         elif type(value_expr) is cst.Call:
             self.returned_elements = None
@@ -661,6 +668,16 @@ class _StmtContext:
         for item, value in zip(targets, self.materialise_each(values)):
             self.assign(item, value)
         return True
+
+    def _element_node(self, element: cst.BaseExpression) -> frozenset:
+        """Evaluate one element of a tuple and store it as a node of its own (a site keyed by it)."""
+        statement = (self.site, self.produced, self.callees)
+        self.site, self.produced, self.callees = self.interp.site(element), 0, set()
+        try:
+            return self.materialise(self.eval(element))
+        finally:
+            site, produced, callees = statement
+            self.site, self.produced, self.callees = site, max(produced, self.produced), callees | self.callees
 
     def materialise_each(self, values: list) -> list:
         """Materialise the parts of one statement's value together (one site execution)."""
@@ -972,6 +989,10 @@ class _StmtContext:
 
     def _eval_Call(self, call: cst.Call) -> frozenset:
         return _CallEvaluator(self, call).evaluate()
+
+
+def _reads_any(exprs, names: set[str]) -> bool:
+    return any(type(node) is cst.Name and node.value in names for expr in exprs for node in _names_in(expr))
 
 
 def _reads_only(expr: cst.BaseExpression) -> bool:
