@@ -469,7 +469,9 @@ class _CallEvaluator:
                 continue
             bound[param] = ctx.eval(expr)
             path = self.interp.path(self.frame, expr) if type(expr) in (cst.Name, cst.Attribute) else None
-            if path is not None:
+            # A parameter the helper re-binds (`out, hidden = model(x, hidden)`) is a
+            # local holding the argument's value; the others stand for the caller's object.
+            if path is not None and param not in scope.assigned:
                 aliases[param] = path
         for arg in args:
             if arg.star:

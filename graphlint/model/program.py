@@ -58,6 +58,7 @@ class Scope:
     cls: ClassInfo | None = None
     params: list[str] = field(default_factory=list)
     locals: set[str] = field(default_factory=set)
+    assigned: set[str] = field(default_factory=set)  # names the body binds (parameters it re-binds too)
     no_grad: bool = False
 
 
@@ -109,7 +110,8 @@ class Program:
             self.functions[func.name.value] = func
         params = [p.name.value for p in _all_params(func.params)]
         scope = Scope(key, func, list(_body_statements(func)), cls, params)
-        scope.locals = _assigned_names(scope.body) | set(params)
+        scope.assigned = _assigned_names(scope.body)
+        scope.locals = scope.assigned | set(params)
         scope.no_grad = any(_is_no_grad_decorator(d.decorator) for d in func.decorators)
         self.scopes[func] = scope
         # Nested functions (closures, LBFGS closures) are scopes of their own.
