@@ -54,8 +54,7 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         # forward or a backward (else nothing new is retained), no reset bounding it.
         # (Enclosing loops are not looked at: an inner loop over a dict of logged
         # values would then report every int that shares a backwarded loss's call.)
-        loop = acc.loop
-        if loop not in acc.outlives_loops or loop not in facts.active_loops or _bounded_by_reset(facts, acc, loop):
+        if not acc.outlives_iteration or acc.loop not in facts.active_loops or _bounded_by_reset(facts, acc):
             continue
         if acc.site in facts.backwarded_sites:
             continue  # the accumulator is the objective (BPTT over time steps, REINFORCE)
@@ -76,20 +75,20 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         )
 
 
-def _bounded_by_reset(facts, acc, loop) -> bool:
-    """Whether a re-assignment of the accumulator (or of its dict or object) bounds it across ``loop``.
+def _bounded_by_reset(facts, acc) -> bool:
+    """Whether a re-assignment of the accumulator (or of its dict or object) bounds it.
 
-    Reset inside that loop (after each step, each log window), or by an
-    enclosing loop that runs the optimizer step while ``loop`` runs none: the
-    list holds one step's micro-batches, not a history.
+    Reset inside the accumulating loop (after each step, each log window), or
+    by an enclosing loop that runs the optimizer step while the accumulating
+    loop runs none: the list holds one step's micro-batches, not a history.
     """
     roots = _path_and_roots(acc.path)
-    for outer in acc.loops[: acc.loops.index(loop) + 1]:
-        if roots.isdisjoint(facts.reset_paths.get(outer, ())):
+    for loop in acc.loops:
+        if roots.isdisjoint(facts.reset_paths.get(loop, ())):
             continue
-        if outer == loop:
+        if loop == acc.loop:
             return True
-        if outer in facts.step_loops and loop not in facts.step_loops:
+        if loop in facts.step_loops and acc.loop not in facts.step_loops:
             return True
     return False
 

@@ -9,15 +9,15 @@ from graphlint.model.walk import children
 from graphlint.model import events as ev
 from graphlint.model.names import (
     CONTAINER_ADDS,
-    LIST_ADDS,
     CUTTING_BUILTINS,
     CUTTING_METHODS,
     INPLACE_CUTS,
+    LIST_ADDS,
     PARAMETER_METHODS,
-    is_module_housekeeping,
     PASSING_BUILTINS,
     TORCH_CUTTING,
     dotted,
+    is_module_housekeeping,
     is_module_class,
     is_optimizer_class,
     is_scheduler_class,

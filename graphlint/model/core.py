@@ -154,10 +154,13 @@ def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
             if rng.start.line in watch_lines and isinstance(node, (libcst.BaseSmallStatement, libcst.BaseCompoundStatement))
         }
     other_framework = program.uses_other_framework()
-    relevant = None if other_framework else relevant_scopes(program)
-    if watch_lines:
+    if other_framework:
+        relevant = None
+    elif watch_lines:
         # Queries (tests) may ask about any scope, trigger or not.
         relevant = Relevant(frozenset(program.scopes), frozenset(program.scopes))
+    else:
+        relevant = relevant_scopes(program)
     truncated = None
     try:
         # The module body first (scripts), then every function and method as an

@@ -141,10 +141,10 @@ class Accumulation:
     added: frozenset
     site: int
     loop: tuple | None
+    outlives_iteration: bool  # of ``loop``: not re-created since the iteration began
     no_grad: bool
     kind: str = "add"  # add | append
     loops: tuple = ()  # every enclosing loop key, outermost first (``loop`` is the last)
-    outlives_loops: tuple = ()  # those of ``loops`` whose iterations the accumulator outlives
 
 
 @dataclass

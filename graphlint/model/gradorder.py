@@ -26,7 +26,7 @@ import libcst as cst
 from graphlint.model import events as ev
 from graphlint.model.walk import children
 from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, WHILE, WITH, build_cfg
-from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, dotted, positional
+from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, positional
 from graphlint.model.program import (
     ACCELERATOR,
     FORWARD,
@@ -224,7 +224,7 @@ class EventGraph:
             if isinstance(event, ev.BackwardCall):
                 return False
             if isinstance(event, ev.StepCall) and not (
-                _bound_names(stmt.target) & {dotted(event.optimizer)}
+                bound_names(stmt.target) & {dotted(event.optimizer)}
             ):
                 return False  # `for opt in optimizers: opt.step()` steps each one once
             if self._helper(sub.func, scope, aliases) is not None:
@@ -343,6 +343,10 @@ class EventGraph:
                 return None
             return program.imports.qualify(e)
 
+        def clearing(kind: str, call, owner) -> Event:
+            """A zero_grad ("Z"), or an unknown call that may clear the gradients of ``owner`` ("U")."""
+            return Event(kind, call, self.resolve(owner, aliases), scope, dotted(owner), framework=framework)
+
         for sub in self.calls(expr, fors):
             if isinstance(sub, _GradWrite):
                 owner = self._grad_owner(sub, loop_fors + sub.fors, aliases)
@@ -376,14 +380,7 @@ class EventGraph:
                     )
                 continue
             if isinstance(event, ev.ZeroGradCall):
-                yield Event(
-                    "Z",
-                    sub,
-                    self.resolve(event.owner, aliases),
-                    scope,
-                    dotted(event.owner),
-                    framework=framework,
-                )
+                yield clearing("Z", sub, event.owner)
                 continue
             func = sub.func
             helper = self._helper(func, scope, aliases)
@@ -393,28 +390,13 @@ class EventGraph:
             name = dotted(func) or ""
             if name.rsplit(".", 1)[-1].startswith("zero_grad") and sub.args:
                 # A library's clearing function (`pyro.infer.util.zero_grads(params)`).
-                arg = sub.args[0].value
-                yield Event(
-                    "Z",
-                    sub,
-                    self.resolve(arg, aliases),
-                    scope,
-                    dotted(arg),
-                    framework=framework,
-                )
+                yield clearing("Z", sub, sub.args[0].value)
                 continue
             if not self._may_clear_arguments(func, scope, qualify):
                 continue
             for arg in sub.args:
                 if kinds(arg.value) & {OPTIMIZER, MODULE, FORWARD}:
-                    yield Event(
-                        "U",
-                        sub,
-                        self.resolve(arg.value, aliases),
-                        scope,
-                        dotted(arg.value),
-                        framework=framework,
-                    )
+                    yield clearing("U", sub, arg.value)
 
     def _may_clear_arguments(self, func, scope: Scope, qualify) -> bool:
         """Whether an unknown call could clear the gradients of the optimizer or model it receives."""
@@ -481,7 +463,7 @@ class EventGraph:
         """The model (or optimizer) whose parameters a `p.grad = None` loop clears."""
         for index in range(len(fors) - 1, -1, -1):
             loop_stmt = fors[index]
-            if write.name not in _bound_names(loop_stmt.target):
+            if write.name not in bound_names(loop_stmt.target):
                 continue
             iterable = loop_stmt.iter
             if (
@@ -497,7 +479,7 @@ class EventGraph:
                 group = iterable.value.value
                 for outer in fors[:index]:
                     if (
-                        group in _bound_names(outer.target)
+                        group in bound_names(outer.target)
                         and type(outer.iter) is cst.Attribute
                         and outer.iter.attr.value == "param_groups"
                     ):
@@ -593,17 +575,6 @@ def _decide(test: cst.BaseExpression, constants: dict):
         if type(operator) is cst.IsNot:
             return constants[test.left.value] is not None
     return None
-
-
-def _bound_names(target: cst.BaseExpression) -> set[str]:
-    if type(target) is cst.Name:
-        return {target.value}
-    if type(target) in (cst.Tuple, cst.List):
-        names: set[str] = set()
-        for element in target.elements:
-            names |= _bound_names(element.value)
-        return names
-    return set()
 
 
 def _counter_binding(stmt: cst.For) -> tuple:

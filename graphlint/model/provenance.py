@@ -588,9 +588,7 @@ class _StmtContext:
                 self.construct_target = self.interp.path(self.frame, stmt.targets[0].target)
                 if self._unpack(stmt.targets[0].target, stmt.value):
                     return
-            value = self.eval(stmt.value)
-            if not _reads_only(stmt.value):
-                value = self.materialise(value)
+            value = self._stored(stmt.value)
             for target in stmt.targets:
                 self.assign(target.target, value)
             self._record_resets(stmt)
@@ -610,9 +608,7 @@ class _StmtContext:
                     value = frozenset().union(*values)
                 else:
                     values = None
-                    value = self.eval(stmt.value)
-                    if not _reads_only(stmt.value):
-                        value = self.materialise(value)
+                    value = self._stored(stmt.value)
                 self.frame.returns = self.frame.returns | value
                 cls = self.frame.scope.cls
                 if cls is not None and cls.is_module:
@@ -626,6 +622,11 @@ class _StmtContext:
             for child in children(stmt):
                 if isinstance(child, cst.BaseExpression):
                     self.eval(child)
+
+    def _stored(self, expr: cst.BaseExpression) -> frozenset:
+        """The value a statement stores: a node of its own, unless it only reads (``x = y``)."""
+        value = self.eval(expr)
+        return value if _reads_only(expr) else self.materialise(value)
 
     def _record_returned_elements(self, values) -> None:
         known = self.frame.returned_elements
@@ -720,7 +721,8 @@ class _StmtContext:
             self.assign(target.value, value, element)
             return
         if type(target) is cst.Name and target.value in self.frame.aliases:
-            # Re-binding a parameter makes it a local; the caller's value is untouched.
+            # Re-binding `self` makes it a local; the caller's object is untouched. (Other
+            # parameters a helper re-binds are locals from the start: see calls.inline.)
             del self.frame.aliases[target.value]
         path = self.interp.path(self.frame, target)
         if type(target) is cst.Subscript:
@@ -851,19 +853,14 @@ class _StmtContext:
             path = self.interp.path(self.frame, target.value)
         if path is None:
             return
-        outlived = []
-        for loop in self.loop_keys:
-            fresh = self.state.fresh.get(loop, EMPTY)
-            if rebinding:
-                # The assignment itself marked `path` fresh; look at the freshness before it.
-                fresh = fresh - {path}
-            if self._outlives(path, fresh):
-                outlived.append(loop)
+        fresh = self.state.fresh.get(self.loop, EMPTY)
+        if rebinding:
+            # The assignment itself marked `path` fresh; look at the freshness before it.
+            fresh = fresh - {path}
         self.interp.facts.accumulations.append(
             ev.Accumulation(
                 self.stmt, target, path, added, self.site.id if self.site else -1,
-                self.loop, self.no_grad,
-                loops=tuple(self.loop_keys), outlives_loops=tuple(outlived),
+                self.loop, self._outlives(path, fresh), self.no_grad, loops=tuple(self.loop_keys),
             )
         )
 

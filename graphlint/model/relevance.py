@@ -93,26 +93,30 @@ def relevant_scopes(program: Program) -> Relevant:
     def hyperparameter_trigger(s: _Spelled) -> bool:
         return bool(s.words & (_HYPERPARAMETER_WORDS | group_words)) or s.defaults_write
 
-    provenance = _closure(program, spelled, lambda s: backward_trigger(s) or hyperparameter_trigger(s))
+    triggered = _spelling(spelled, lambda s: backward_trigger(s) or hyperparameter_trigger(s))
+    provenance = _closure(program, spelled, triggered)
     if loops_matter:
         # GL005 without a backward: an accumulation in a loop that runs a forward
         # GL005 can be sure of (a module of this file, a leaf tensor). The three
         # may sit in different helpers: each is looked for through named scopes.
         for node, scope in program.scopes.items():
             spelled[node].forward = spelled[node].forward or _runs_module(program, scope, spelled[node])
-        forward = _closure(program, spelled, lambda s: s.forward)
-        loop = _closure(program, spelled, lambda s: s.loop)
-        accumulation = _closure(program, spelled, lambda s: s.accumulation)
-        provenance |= _closure(program, spelled, lambda s: False, forward & loop & accumulation)
-    return Relevant(
-        provenance=provenance,
-        order=_closure(program, spelled, lambda s: backward_trigger(s) or bool(s.words & _ORDER_WORDS)),
-    )
+        forward = _closure(program, spelled, _spelling(spelled, lambda s: s.forward))
+        loop = _closure(program, spelled, _spelling(spelled, lambda s: s.loop))
+        accumulation = _closure(program, spelled, _spelling(spelled, lambda s: s.accumulation))
+        provenance |= _closure(program, spelled, forward & loop & accumulation)
+    order = _spelling(spelled, lambda s: backward_trigger(s) or bool(s.words & _ORDER_WORDS))
+    return Relevant(provenance=provenance, order=_closure(program, spelled, order))
 
 
-def _closure(program: Program, spelled: dict, trigger, seeds=frozenset()) -> frozenset:
-    """Scopes that spell a trigger (or are seeds), or name (transitively) a scope that does."""
-    relevant = {node for node, s in spelled.items() if trigger(s)} | set(seeds)
+def _spelling(spelled: dict, trigger) -> set:
+    """The scopes whose own code spells a trigger."""
+    return {node for node, s in spelled.items() if trigger(s)}
+
+
+def _closure(program: Program, spelled: dict, seeds) -> frozenset:
+    """The seed scopes, and every scope that names (transitively) one of them."""
+    relevant = set(seeds)
     changed = True
     while changed:
         changed = False

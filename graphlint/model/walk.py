@@ -32,15 +32,15 @@ def dispatch(visitor: object, roots: Iterable[cst.CSTNode]) -> None:
         try:
             method = methods[kind]
         except KeyError:
-            method = methods[kind] = getattr(type(visitor), "visit_" + kind.__name__, None)
+            method = methods[kind] = getattr(cls, "visit_" + kind.__name__, None)
         if method is not None and method(visitor, node) is False:
             continue
         stack.extend(reversed(children(node)))
 
 
-
-# Children of each node, computed once (see ``_fields_in_visit_order``). Keyed by id(); each entry keeps its node, so an id
-# cannot be reused while cached, and ``analysing`` clears the cache per tree.
+# Children of each node, computed once (see ``_fields_in_visit_order``). Keyed by
+# id(); each entry keeps its node, so an id cannot be reused while cached, and
+# ``analysing`` clears the cache per tree.
 _children: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
 _MAX_CACHED = 1_000_000
 
