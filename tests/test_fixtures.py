@@ -24,24 +24,14 @@ KNOWN_GAPS = {
         "forward itself; looking at the enclosing training loop instead also reports logging dicts whose values are "
         "ints unpacked beside a backwarded loss (the tuple-unpacking gap: five fairseq/transformers false positives)",
     "clean/gl002_detach_hidden_method_recursive.py": "false positive: recursive detach method",
-    "clean/gl002_dict_state_detached.py": "false positive: dict state detached per key",
     "GL001/wrapper_autograd_backward_actor_critic.py": "torch.autograd.backward on a value sharing the critic's forward",
     "GL001/wrapper_optimizer_backward_hoisted_anchor.py": "finding reported at the wrapper call instead of the helper's backward",
-    "GL002/custom_engine_rewrap_once_outside_loop.py": "the engine's tensors are followed now, but the loss is "
-        "built by `if t == 0: loss = l` / `else: loss = loss + l`; the first-iteration test is not understood, so the "
-        "previous batch's (freed) loss seems to reach the backward, reported as GL001 instead of GL002 at the forward",
-    "clean/gl002_custom_engine_rewrap_each_batch.py": "false positive: `if t == 0: loss = l` / `else: loss = loss + "
-        "l` in the time-step loop; the first-iteration test is not understood, so the previous batch's (freed) loss "
-        "seems to reach this batch's backward (GL001)",
-    # False positives found on third-party training code (benchmarks/corpus, pytorch/examples, d2l-en).
     "clean/gl001_gan_branching_forward_real_loss_reused.py": "false positive: a module forward with two alternative "
         "forward statements called three times per iteration; the join of its branches mixes the (site, age) labels of "
         "the earlier call's freed node and the new call's node (the real loss is still live, so the freed mark is kept)",
     "clean/gl001_forward_returns_own_parameter.py": "false positive: a call of a module of the file is a node of "
         "its own even when its forward only returns its Parameter (`return canvas(), optimizer`), so the loop frees it; "
         "dropping that node broke recurrent-state detection, which relies on the call's own node (out, h = rnn(x, h))",
-    "clean/gl002_unrolled_inner_solver_create_graph.py": "false positive: an unrolled inner solver's iterate carried "
-        "through autograd.grad(create_graph=True) on purpose",
     "clean/gl005_block_outputs_kept_on_self.py": "false positive: one forward's block outputs kept on self "
         "(reset at the top of forward) taken for history",
     "clean/gl005_criterion_tuple_sample_size.py": "false positive: the int sample size unpacked from the criterion's "

@@ -160,14 +160,16 @@ class _CallEvaluator:
         # One element of a container stands for all of them here; backwarding it
         # frees only that element's graph, which this analysis cannot single out.
         frees = not event.retain and ELEMENT not in value
+        # `autograd.grad(..., create_graph=True)` extends the graph on purpose (MAML's
+        # fast weights, unrolled inner solvers): carrying its result is not retention.
+        differentiable = not event.writes_grad and keyword(self.call, "create_graph") is not None
         sites = interp.sites
         for origin in value:
-            state.traversed.setdefault(origin, self.call)
+            if not differentiable:
+                state.traversed.setdefault(origin, self.call)
             if frees and origin[0] >= 0 and not sites[origin[0]].leaf:
                 state.freed.setdefault(origin, self.call)
-        if not event.writes_grad and keyword(self.call, "create_graph") is not None:
-            return value
-        return EMPTY
+        return value if differentiable else EMPTY
 
     def _roots(self, target: cst.BaseExpression, value: frozenset) -> frozenset:
         paths = set()
@@ -432,8 +434,12 @@ class _CallEvaluator:
             self.args_value()
         if self.program.method(cls, "backward") is not None:
             # A tensor class of a custom autograd engine defined in this file
-            # (`Tensor(data, autograd=True)`): a leaf, or a node of its inputs' graph.
-            return self.maybe_leaf_constructor()
+            # (`Tensor(data, autograd=True)`): a leaf, or a new node of its inputs' graph
+            # (leaves included: `Tensor(a.data @ w.data, creators=[a, w])` is a node).
+            if is_true(keyword(self.call, "autograd")) or is_true(keyword(self.call, "requires_grad")):
+                return self.leaf()
+            value = self.args_value() - {PARAMS}
+            return value | {NEW} if value else EMPTY
         return EMPTY
 
     def inline(self, func: cst.FunctionDef, cls, owner) -> frozenset | None:
@@ -514,6 +520,10 @@ class _CallEvaluator:
         self.ctx.state = exit_state
         if returned_elements:
             self.ctx.returned_elements = returned_elements
+        if self.interp.only_leaves(returns - {PARAMS}):
+            # `w = weight(n, m)`: a helper handing out leaves (a new parameter) makes
+            # no node; what the caller stores is a leaf too.
+            return self.leaf()
         return returns
 
 

@@ -9,7 +9,7 @@ a loop's back edge, ``None`` otherwise. Every node knows the loops around it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Union
 
 import libcst as cst
@@ -33,6 +33,8 @@ class Node:
     no_grad: bool = False
     # The ``with`` headers around this node (innermost last), for framework contexts.
     withs: tuple[int, ...] = ()
+    # For the header of a loop's peeled first iteration: the loop it belongs to.
+    peel_of: int | None = None
     succ: list[tuple[int, object]] = field(default_factory=list)
     pred: list[tuple[int, object]] = field(default_factory=list)
 
@@ -104,6 +106,12 @@ class _Context:
     break_edges: list | None = None
     continue_target: int | None = None
     handlers: tuple[int, ...] = ()
+    # Loop counters whose value is known in this copy of a body: True on the
+    # first iteration (``t == 0``), False on every later one.
+    first: tuple[tuple[str, bool], ...] = ()
+
+    def inside(self, **changes) -> "_Context":
+        return replace(self, **changes)
 
 
 def _is_grad_mode_call(expr: cst.BaseExpression, names: tuple[str, ...]) -> bool:
@@ -136,8 +144,9 @@ def grad_mode_of_with(with_stmt: cst.With, current: bool) -> bool:
 
 
 class _Builder:
-    def __init__(self, cfg: CFG) -> None:
+    def __init__(self, cfg: CFG, peel: bool) -> None:
         self.cfg = cfg
+        self.peel = peel
 
     def node(self, kind: str, stmt, ctx: _Context, preds: Dangling) -> int:
         node = self.cfg._new(kind, stmt, ctx.loops, ctx.no_grad, ctx.withs)
@@ -166,10 +175,7 @@ class _Builder:
         if type(stmt) is cst.With:
             header = self.node(WITH, stmt, ctx, preds)
             self.may_raise(header, ctx)
-            inner = _Context(
-                ctx.loops, grad_mode_of_with(stmt, ctx.no_grad), ctx.withs + (header,),
-                ctx.break_edges, ctx.continue_target, ctx.handlers,
-            )
+            inner = ctx.inside(no_grad=grad_mode_of_with(stmt, ctx.no_grad), withs=ctx.withs + (header,))
             return self.block(stmt.body.body, [(header, None)], inner)
         if type(stmt) is cst.Try or isinstance(stmt, getattr(cst, "TryStar", ())):
             return self.try_(stmt, preds, ctx)
@@ -202,8 +208,11 @@ class _Builder:
 
     def if_(self, stmt: cst.If, preds: Dangling, ctx: _Context) -> Dangling:
         test = self.node(IF, stmt, ctx, preds)
-        out = self.block(stmt.body.body, [(test, True)], ctx)
+        known = _first_iteration_test(stmt.test, dict(ctx.first))
+        out = [] if known is False else self.block(stmt.body.body, [(test, True)], ctx)
         orelse = stmt.orelse
+        if known is True:
+            return out
         if orelse is None:
             return out + [(test, False)]
         if type(orelse) is cst.If:
@@ -212,10 +221,22 @@ class _Builder:
 
     def loop(self, stmt: cst.For | cst.While, preds: Dangling, ctx: _Context) -> Dangling:
         kind = FOR if type(stmt) is cst.For else WHILE
-        header = self.node(kind, stmt, ctx, preds)
+        counter = _zero_based_counter(stmt) if self.peel else None
+        peeled = counter is not None and _tests_first_iteration(stmt.body, counter)
+        header = self.node(kind, stmt, ctx, [] if peeled else preds)
         self.cfg.loops[header] = Loop(header, parent=ctx.loops[-1] if ctx.loops else None)
         breaks: list = []
-        inner = _Context(ctx.loops + (header,), ctx.no_grad, ctx.withs, breaks, header, ctx.handlers)
+        inner = ctx.inside(loops=ctx.loops + (header,), break_edges=breaks, continue_target=header)
+        if peeled:
+            # `if t == 0: loss = l` / `else: loss = loss + l`: the first iteration gets a
+            # copy of the body of its own, entered from a header of its own, so the later
+            # iterations never see a state in which the first-iteration branch was skipped.
+            first = self.node(kind, stmt, ctx, preds)
+            self.cfg.nodes[first].peel_of = header
+            copy = inner.inside(first=ctx.first + ((counter, True),))
+            for src, label in self.block(stmt.body.body, [(first, True)], copy):
+                self.cfg.link(src, header, BACK)
+            inner = inner.inside(first=ctx.first + ((counter, False),))
         for src, label in self.block(stmt.body.body, [(header, True)], inner):
             self.cfg.link(src, header, BACK)
         infinite = (
@@ -232,10 +253,7 @@ class _Builder:
         handler_ids = []
         for handler in stmt.handlers:
             handler_ids.append(self.node(STMT, handler, ctx, []))
-        body_ctx = _Context(
-            ctx.loops, ctx.no_grad, ctx.withs, ctx.break_edges, ctx.continue_target,
-            tuple(handler_ids) or ctx.handlers,
-        )
+        body_ctx = ctx.inside(handlers=tuple(handler_ids) or ctx.handlers)
         for src, label in preds:
             for handler in handler_ids:
                 self.cfg.link(src, handler, label)
@@ -256,10 +274,110 @@ class _Builder:
         return out
 
 
-def build_cfg(body: Iterable[cst.CSTNode], no_grad: bool = False) -> CFG:
+def build_cfg(body: Iterable[cst.CSTNode], no_grad: bool = False, peel: bool = False) -> CFG:
+    """The CFG of ``body``; with ``peel``, loops that test for their first iteration
+    (``if t == 0:``) get that iteration as a separate copy of the body."""
     cfg = CFG()
-    builder = _Builder(cfg)
+    builder = _Builder(cfg, peel)
     exits = builder.block(body, [(cfg.entry, None)], _Context(no_grad=no_grad))
     for src, label in exits:
         cfg.link(src, cfg.exit, label)
     return cfg
+
+
+# ----- first-iteration tests -----
+
+def _zero_based_counter(stmt: cst.For | cst.While) -> str | None:
+    """The name counting a ``for`` loop's iterations from 0 (``for t in range(n)``,
+    ``for i, batch in enumerate(loader)``), if any."""
+    if type(stmt) is not cst.For or type(stmt.iter) is not cst.Call:
+        return None
+    call, target = stmt.iter, stmt.target
+    func = call.func.value if type(call.func) is cst.Name else None
+    positional = [arg for arg in call.args if arg.keyword is None and arg.star == ""]
+    if func == "range" and type(target) is cst.Name and positional:
+        starts_at_zero = len(positional) == 1 or _is_zero(positional[0].value)
+        return target.value if starts_at_zero and len(positional) == len(call.args) else None
+    if func == "enumerate" and type(target) is cst.Tuple and target.elements:
+        start = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "start"]
+        start += [arg.value for arg in positional[1:]]
+        index = target.elements[0].value
+        if type(index) is cst.Name and all(_is_zero(value) for value in start):
+            return index.value
+    return None
+
+
+def _is_zero(expr: cst.BaseExpression) -> bool:
+    return type(expr) is cst.Integer and expr.value == "0"
+
+
+def _first_iteration_test(test: cst.BaseExpression, known: dict[str, bool]) -> bool | None:
+    """The test's value when it only compares a counter of ``known`` with 0 (None otherwise)."""
+    if not known:
+        return None
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        inner = test.expression
+        if type(inner) is cst.Name and inner.value in known:
+            return known[inner.value]
+        value = _first_iteration_test(inner, known)
+        return None if value is None else not value
+    if type(test) is cst.Name and test.value in known:
+        return not known[test.value]  # a counter is truthy after the first iteration
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    left, (target,) = test.left, test.comparisons
+    right, operator = target.comparator, type(target.operator)
+    if type(left) is cst.Name and left.value in known and type(right) is cst.Integer:
+        first, number = known[left.value], int(right.value)
+    elif type(right) is cst.Name and right.value in known and type(left) is cst.Integer:
+        first, number = known[right.value], int(left.value)
+        operator = _MIRRORED.get(operator, operator)
+    else:
+        return None
+    # On the first iteration the counter is 0; on later ones it is 1 or more.
+    if first:
+        return _COMPARE[operator](0, number) if operator in _COMPARE else None
+    outcomes = {_COMPARE[operator](value, number) for value in (1, max(number, 1), number + 1)} if operator in _COMPARE else set()
+    return outcomes.pop() if len(outcomes) == 1 else None
+
+
+_COMPARE = {
+    cst.Equal: lambda a, b: a == b,
+    cst.NotEqual: lambda a, b: a != b,
+    cst.LessThan: lambda a, b: a < b,
+    cst.LessThanEqual: lambda a, b: a <= b,
+    cst.GreaterThan: lambda a, b: a > b,
+    cst.GreaterThanEqual: lambda a, b: a >= b,
+}
+_MIRRORED = {
+    cst.LessThan: cst.GreaterThan,
+    cst.GreaterThan: cst.LessThan,
+    cst.LessThanEqual: cst.GreaterThanEqual,
+    cst.GreaterThanEqual: cst.LessThanEqual,
+}
+
+
+def _tests_first_iteration(body: cst.BaseSuite, counter: str) -> bool:
+    """Whether an ``if`` in the loop body (outside nested definitions) tests ``counter`` against 0."""
+    known = {counter: True}
+    stack = list(body.body)
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.If and _first_iteration_test(node.test, known) is not None:
+            return True
+        if isinstance(node, cst.BaseCompoundStatement) and type(node) not in (cst.FunctionDef, cst.ClassDef):
+            stack.extend(_inner_statements(node))
+    return False
+
+
+def _inner_statements(stmt: cst.BaseCompoundStatement) -> list:
+    inner = []
+    suites = [stmt.body] if hasattr(stmt, "body") else []
+    for name in ("orelse", "finalbody"):
+        child = getattr(stmt, name, None)
+        if type(child) is cst.If:
+            inner.append(child)  # elif
+        elif child is not None:
+            suites.append(child.body)
+    suites += [part.body for part in getattr(stmt, "handlers", ()) or getattr(stmt, "cases", ())]
+    return inner + [statement for suite in suites for statement in suite.body]

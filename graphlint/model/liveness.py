@@ -33,6 +33,22 @@ def live_in(cfg: CFG) -> dict[int, frozenset[str]]:
     return live
 
 
+def live_on_entry(cfg: CFG, live: dict[int, frozenset[str]]) -> dict[int, frozenset[str]]:
+    """Per loop header: the names live when the loop is entered from outside.
+
+    The analysis takes a loop to run at least once, so on entry the header goes
+    into the body, never straight to the exit: a name the body re-assigns before
+    any read (``loss`` in ``for t in ...: loss = ...``) is dead there.
+    """
+    result = {}
+    for node in cfg.nodes:
+        if node.kind in (FOR, WHILE):
+            uses, defs = _uses_defs(node)
+            body = set().union(*(live[succ] for succ, label in node.succ if label is True))
+            result[node.id] = frozenset(uses | (body - defs))
+    return result
+
+
 def _uses_defs(node) -> tuple[set[str], set[str]]:
     stmt = node.stmt
     if stmt is None or node.kind == DEF:

@@ -24,7 +24,7 @@ import libcst as cst
 from graphlint.model.walk import children
 
 from graphlint.model import events as ev
-from graphlint.model.liveness import live_in
+from graphlint.model.liveness import live_in, live_on_entry
 from graphlint.model.cfg import BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STMT, WHILE, WITH, build_cfg
 from graphlint.model.names import (
     bound_names,
@@ -247,8 +247,9 @@ class Frame:
     current: int = 0  # the CFG node being evaluated
     # Called under `torch.no_grad()` (or from a helper that was): nothing it runs builds a graph.
     no_grad: bool = False
-    # CFG node -> env keys of this frame's locals dead there (see Interpreter.dead_keys).
-    dead: dict[int, frozenset] = field(default_factory=dict)
+    # CFG node (or (header, True) on loop entry) -> env keys of this frame's locals
+    # dead there (see Interpreter.dead_keys).
+    dead: dict[object, frozenset] = field(default_factory=dict)
 
 
 class Facts:
@@ -313,10 +314,15 @@ class Interpreter:
     def strength(self, origins: frozenset) -> int:
         return max((self.sites[o[0]].strength for o in origins if o[0] >= 0), default=0)
 
+    def only_leaves(self, origins: frozenset) -> bool:
+        """Whether ``origins`` are all parameters or leaves (tensors no backward frees)."""
+        sites = self.sites
+        return bool(origins) and all(o == PARAMS or (o[0] >= 0 and sites[o[0]].leaf) for o in origins)
+
     def cfg_for(self, scope: Scope) -> CFG:
         key = id(scope.node)
         if key not in self._cfgs:
-            self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad)
+            self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad, peel=True)
         return self._cfgs[key]
 
     # ----- inlining memo -----
@@ -393,28 +399,54 @@ class Interpreter:
         order = cfg.reverse_postorder()
         rank = {node: i for i, node in enumerate(order)}
         states: dict[int, State] = {cfg.entry: entry.copy()}
+        # Per loop header: the join of its back edges only (the state after one or more iterations).
+        repeated: dict[int, State] = {}
         pending = {cfg.entry}
         saved_recording = self.recording
         self.recording = False
         self.frames.append(frame)
+
+        def propagate(out: State, succ: int, table: dict[int, State]) -> bool:
+            if succ not in table:
+                table[succ] = out.copy()
+                return True
+            return table[succ].join(out)
+
         try:
             while pending:
                 node_id = min(pending, key=lambda n: rank.get(n, 0))
                 pending.discard(node_id)
                 self._charge(len(states[node_id].env))
                 frame.current = node_id
-                out = self.transfer(frame, cfg.nodes[node_id], states[node_id].copy())
-                for succ, label in cfg.nodes[node_id].succ:
+                node = cfg.nodes[node_id]
+                out = self.transfer(frame, node, states[node_id].copy())
+                # A loop is taken to run at least once: its exit sees the state after an
+                # iteration, never the state that skipped it (`for t in range(n): loss = ...`
+                # then `loss.backward()` does not backward the previous batch's loss).
+                exit_out = None
+                if node.kind in (FOR, WHILE) and node_id in repeated:
+                    frame.current = node_id
+                    exit_out = self.transfer(frame, node, repeated[node_id].copy())
+                for succ, label in node.succ:
+                    edge_out = out
+                    if label is False and node.kind in (FOR, WHILE):
+                        if exit_out is None:
+                            continue
+                        edge_out = exit_out
                     if label == BACK:
                         # Merge only what this path can still backward: another path's
                         # marks on the same origin must not taint it.
-                        out = out.copy()
+                        edge_out = edge_out.copy()
                         frame.current = succ
-                        out.forget_unreachable(self.dead_keys())
-                    if succ not in states:
-                        states[succ] = out.copy()
-                        pending.add(succ)
-                    elif states[succ].join(out):
+                        edge_out.forget_unreachable(self.dead_keys())
+                        if propagate(edge_out, succ, repeated):
+                            pending.add(succ)
+                    elif cfg.nodes[succ].kind in (FOR, WHILE):
+                        # Entering a loop: what its body re-assigns before reading is dead.
+                        edge_out = edge_out.copy()
+                        frame.current = succ
+                        edge_out.forget_unreachable(self.dead_keys(entering=True))
+                    if propagate(edge_out, succ, states):
                         pending.add(succ)
             if record:
                 self.recording = True
@@ -427,24 +459,31 @@ class Interpreter:
             self.frames.pop()
         return states.get(cfg.exit, entry)
 
-    def dead_keys(self) -> frozenset:
-        """Env keys of local variables that no frame on the stack can read again."""
+    def dead_keys(self, entering: bool = False) -> frozenset:
+        """Env keys of local variables that no frame on the stack can read again.
+
+        ``entering``: the innermost frame is at a loop header, entered from outside.
+        """
         dead: set[str] = set()
+        innermost = self.frames[-1] if self.frames else None
         for frame in self.frames:
-            known = frame.dead.get(frame.current)
+            entry = entering and frame is innermost
+            key = (frame.current, True) if entry else frame.current
+            known = frame.dead.get(key)
             if known is None:
-                live = self.live_names(frame.cfg).get(frame.current, frozenset())
-                known = frame.dead[frame.current] = frozenset(
+                live = self.live_names(frame.cfg, entry).get(frame.current, frozenset())
+                known = frame.dead[key] = frozenset(
                     frame.prefix + name for name in frame.scope.locals if name not in live and name not in frame.aliases
                 )
             dead |= known
         return frozenset(dead)
 
-    def live_names(self, cfg: CFG) -> dict[int, frozenset[str]]:
+    def live_names(self, cfg: CFG, entering: bool = False) -> dict[int, frozenset[str]]:
         key = id(cfg)
         if key not in self._live:
-            self._live[key] = live_in(cfg)
-        return self._live[key]
+            live = live_in(cfg)
+            self._live[key] = (live, live_on_entry(cfg, live))
+        return self._live[key][1 if entering else 0]
 
     def _charge(self, live_values: int = 0) -> None:
         # A step costs more the more values are live (copies, joins and ageing walk
@@ -518,7 +557,7 @@ class Interpreter:
         if kind in (ENTRY, EXIT):
             return state
         if kind in (FOR, WHILE):
-            key = (id(frame.cfg), node.id)
+            key = (id(frame.cfg), node.id if node.peel_of is None else node.peel_of)
             state.fresh[key] = EMPTY
             sites = self.sites
             state.new_iteration(lambda site: site >= 0 and key in sites[site].loops, self.dead_keys())
@@ -604,7 +643,9 @@ class _StmtContext:
             if stmt.value is not None:
                 elements = _tuple_elements(stmt.value)
                 if elements is not None:
-                    values = self.materialise_each([self.eval(e) for e in elements])
+                    values = [self.eval(e) for e in elements]
+                    if not (_display_of_reads(stmt.value) and self.interp.only_leaves(frozenset().union(*values))):
+                        values = self.materialise_each(values)
                     value = frozenset().union(*values)
                 else:
                     values = None
@@ -626,7 +667,9 @@ class _StmtContext:
     def _stored(self, expr: cst.BaseExpression) -> frozenset:
         """The value a statement stores: a node of its own, unless it only reads (``x = y``)."""
         value = self.eval(expr)
-        return value if _reads_only(expr) else self.materialise(value)
+        if _reads_only(expr) or (_display_of_reads(expr) and self.interp.only_leaves(value)):
+            return value  # `params = [w_xh, w_hh, b]` holds the leaves themselves
+        return self.materialise(value)
 
     def _record_returned_elements(self, values) -> None:
         known = self.frame.returned_elements
@@ -701,10 +744,16 @@ class _StmtContext:
         interp, site = self.interp, self.site
         inputs = value - {NEW}
         strength = max(self.produced, interp.strength(inputs))
-        if PARAMS in inputs or any(interp.sites[o[0]].leaf for o in inputs if o[0] >= 0):
+        uses_parameters = PARAMS in inputs or any(interp.sites[o[0]].leaf for o in inputs if o[0] >= 0)
+        if uses_parameters:
             strength = 3
         if self.leaf_created and not (inputs - {PARAMS}):
             site.leaf = True  # `w = torch.randn(..., requires_grad=True)`: a leaf, never freed
+        elif uses_parameters:
+            # An operation on parameters is a forward even when no module call is in
+            # sight (`h.mm(self.w_hh)` in a hand-written cell): the helper running it
+            # is a forward call whose arguments may carry recurrent state.
+            interp.forwards_run += 1
         site.strength = max(site.strength, strength)
         site.callees |= self.callees
         site.loops.update(self.loop_keys)
@@ -1000,6 +1049,13 @@ def _reads_only(expr: cst.BaseExpression) -> bool:
     while type(expr) is cst.Attribute:
         expr = expr.value
     return type(expr) is cst.Name and expr.value not in ("True", "False", "None")
+
+
+def _display_of_reads(expr: cst.BaseExpression) -> bool:
+    """``[w, self.b]``, ``(h, c)``: a list or tuple of plain reads."""
+    return type(expr) in (cst.List, cst.Tuple) and all(
+        type(element) is cst.Element and _reads_only(element.value) for element in expr.elements
+    )
 
 
 def _names_in(expr: cst.CSTNode):
