@@ -14,6 +14,7 @@ from graphlint.model.names import (
     INPLACE_CUTS,
     LIST_ADDS,
     PARAMETER_METHODS,
+    SAMPLING_METHODS,
     PASSING_BUILTINS,
     TORCH_CUTTING,
     dotted,
@@ -279,6 +280,10 @@ class _CallEvaluator:
             if is_module_class(qualified) or is_optimizer_class(qualified) or is_scheduler_class(qualified):
                 self.args_value()
                 return EMPTY
+            if qualified.startswith("torch.distributions."):
+                # Categorical(logits=logits): log_prob(), entropy() and rsample() of the
+                # distribution carry the graph of its parameters.
+                return self.args_value()
             if name[:1].isupper():
                 self.args_value()
                 return EMPTY
@@ -334,6 +339,10 @@ class _CallEvaluator:
             found = self.program.method(cls, method)
             if found is not None:
                 return self.inline_or_unknown(found[1], found[0], owner)
+        if method in SAMPLING_METHODS and MODULE not in kinds:
+            ctx.eval(owner)
+            self.args_value()
+            return EMPTY
         if method in PARAMETER_METHODS:
             self.args_value()
             return EMPTY if self.ctx.no_grad else frozenset({PARAMS})

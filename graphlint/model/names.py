@@ -34,6 +34,10 @@ CUTTING_METHODS = frozenset({
     # Hook registrations return a handle, not a tensor.
     "register_hook", "register_post_accumulate_grad_hook",
 })
+# Drawing from a torch distribution runs under no_grad (rsample() is the
+# differentiable draw). Cut only when the method is not one of a class of the file
+# or a module's: a VAE's own `sample(mu, logvar)` reparameterises.
+SAMPLING_METHODS = frozenset({"sample", "sample_n"})
 # Methods of a tensor that cut it in place.
 INPLACE_CUTS = frozenset({"detach_", "requires_grad_"})
 # Attributes that read a graph-free value off a tensor.

@@ -623,6 +623,7 @@ class _StmtContext:
     # ----- statements -----
     def statement(self, stmt: cst.CSTNode) -> None:
         if type(stmt) is cst.Assign:
+            self._record_resets(stmt)
             if len(stmt.targets) == 1:
                 self.construct_target = self.interp.path(self.frame, stmt.targets[0].target)
                 if self._unpack(stmt.targets[0].target, stmt.value):
@@ -630,7 +631,6 @@ class _StmtContext:
             value = self._stored(stmt.value)
             for target in stmt.targets:
                 self.assign(target.target, value)
-            self._record_resets(stmt)
             self._check_rebinding_accumulation(stmt, value)
         elif type(stmt) is cst.AnnAssign:
             if stmt.value is not None:
@@ -852,13 +852,19 @@ class _StmtContext:
         """``acc = 0`` somewhere in a loop bounds what ``acc += loss`` there can retain."""
         if not self.interp.recording or self.loop is None:
             return
-        # `d = {k: 0 for k in d}` reads only d's keys: still a reset.
-        read = set() if _fresh_container(stmt.value) else {
-            self.interp.path(self.frame, node) for node in _names_in(stmt.value)
-        }
+        pairs = [(target.target, stmt.value) for target in stmt.targets]
+        elements = _tuple_elements(stmt.value)
         for target in stmt.targets:
-            path = self.interp.path(self.frame, target.target)
-            if path is not None and path not in read:
+            # `log_probs, rewards = [], []`: each name is reset by its own element.
+            names = _tuple_elements(target.target)
+            if names is not None and elements is not None and len(names) == len(elements):
+                pairs += zip(names, elements)
+        for target, value in pairs:
+            path = self.interp.path(self.frame, target)
+            if path is None:
+                continue
+            # `d = {k: 0 for k in d}` reads only d's keys: still a reset.
+            if _fresh_container(value) or path not in {self.interp.path(self.frame, node) for node in _names_in(value)}:
                 for loop in self.loop_keys:
                     self.interp.facts.reset_paths.setdefault(loop, set()).add(path)
 
