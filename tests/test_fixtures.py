@@ -24,7 +24,6 @@ KNOWN_GAPS = {
         "forward itself; looking at the enclosing training loop instead also reports logging dicts whose values are "
         "ints unpacked beside a backwarded loss (the tuple-unpacking gap: five fairseq/transformers false positives)",
     "clean/gl002_detach_hidden_method_recursive.py": "false positive: recursive detach method",
-    "GL001/wrapper_optimizer_backward_hoisted_anchor.py": "finding reported at the wrapper call instead of the helper's backward",
     "clean/gl001_gan_branching_forward_real_loss_reused.py": "false positive: a module forward with two alternative "
         "forward statements called three times per iteration; the join of its branches mixes the (site, age) labels of "
         "the earlier call's freed node and the new call's node (the real loss is still live, so the freed mark is kept)",

@@ -124,6 +124,13 @@ class _CallEvaluator:
         call, ctx = self.call, self.ctx
         event = ev.recognise(call, self.kinds, self.has_graph, self.qualify)
         if isinstance(event, ev.BackwardCall):
+            # `self.optimizer.backward(loss)` of a wrapper class of this file: its own
+            # `loss.backward()` is the backward (reported there, where PyTorch raises).
+            wrapped = self.file_method(call.func)
+            if wrapped is not None:
+                result = self.inline(wrapped[1], wrapped[0], call.func.value)
+                if result is not None:
+                    return result
             return self.backward(event)
         if isinstance(event, ev.StepCall):
             return self.step(event)
@@ -380,6 +387,14 @@ class _CallEvaluator:
         if type(owner) is cst.Name and owner.value in ("self", "cls"):
             return self.args_value() | self.forward(LIKELY, func)
         return owner_value | self.args_value() | self.forward(WEAK, None)
+
+    def file_method(self, func: cst.BaseExpression):
+        """(class, method) when ``func`` is ``obj.method`` of an instance of a class of this file."""
+        if type(func) is not cst.Attribute:
+            return None
+        kinds = self.kinds(func.value)
+        cls = self.program.class_of_instance(kinds) if kinds else None
+        return self.program.method(cls, func.attr.value) if cls is not None else None
 
     def inplace_cut(self, owner: cst.BaseExpression) -> None:
         path = self.interp.path(self.frame, owner)
