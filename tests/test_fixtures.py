@@ -19,7 +19,6 @@ _EXPECT = re.compile(r"expect:\s*((?:GL\d{3}\s*,?\s*)+)")
 # Shapes the analysis does not get right yet. Strict: when one starts passing, the
 # test fails until it is removed from this list, so the list cannot go stale.
 KNOWN_GAPS = {
-    "GL004/defaults_lr_from_loss.py": "layer-loop forward helper reported as GL001/GL002",
     "GL005/loss_dict_per_key.py": "the accumulating loop runs over the dict of one step's losses and runs no "
         "forward itself; looking at the enclosing training loop instead also reports logging dicts whose values are "
         "ints unpacked beside a backwarded loss (the tuple-unpacking gap: five fairseq/transformers false positives)",

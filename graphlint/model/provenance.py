@@ -34,8 +34,13 @@ from graphlint.model.names import (
 )
 from graphlint.model.program import PARAM_GROUP, Program, Scope
 
-Origin = tuple[int, int]  # (site id, age: 0 latest, 1 previous, 2 older)
+Origin = tuple[int, int]  # (site id, age: 0 latest, 1 previous, 2 older, 3 outer)
 OLDEST = 2
+# The nodes of an earlier iteration of a loop around the site's own loop. Kept apart
+# from ages 0-2, which the site's own loop keeps turning over: otherwise the node
+# of the previous batch (freed by its backward) and the node of an earlier layer
+# of this batch's `for layer in layers: x = layer(x)` would share one label.
+OUTER = 3
 EMPTY: frozenset = frozenset()
 # Marks "this statement creates a graph node" inside an expression's value.
 NEW: Origin = (-1, 0)
@@ -69,6 +74,8 @@ class Site:
     callees: set[str] = field(default_factory=set)
     # Keys of every loop the site ever executed inside (at any depth).
     loops: set[tuple] = field(default_factory=set)
+    # Keys of the innermost loops it executed in (where its ages turn over one by one).
+    innermost: set[tuple] = field(default_factory=set)
     targets: set[str] = field(default_factory=set)
     leaf: bool = False
 
@@ -194,33 +201,37 @@ class State:
             for origin in [o for o in table if o not in live]:
                 del table[origin]
 
-    def new_iteration(self, inside, dead: frozenset = frozenset()) -> None:
+    def new_iteration(self, inside, innermost, dead: frozenset = frozenset()) -> None:
         """A loop header: the nodes built inside the loop belong to an earlier iteration.
 
         Without this, a site skipped by a branch in this iteration would keep the
         freed mark of its previous execution under the name of the current one.
-        ``inside(site)`` says whether a site runs inside this loop.
+        ``inside(site)`` says whether a site runs inside this loop, ``innermost(site)``
+        whether this loop is the site's own: its nodes age by one; those of sites in
+        loops nested inside this one become OUTER.
         """
-        self._age(inside)
+        origins = set().union(*self.env.values(), self.freed, self.traversed, self.stepped)
+        chosen = {o for o in origins if o[1] != OUTER and inside(o[0])}
+        outer = {o for o in chosen if not innermost(o[0])}
+        self._age_origins(chosen - outer, outer)
         self.forget_unreachable(dead)
 
-    def _age(self, selected) -> None:
-        """Age every origin of the selected sites by one execution (the oldest ones merge)."""
-        origins = set().union(*self.env.values(), self.freed, self.traversed, self.stepped)
-        self._age_origins({o for o in origins if selected(o[0])})
-
-    def _age_origins(self, chosen) -> None:
-        if not chosen:
+    def _age_origins(self, chosen, outer=frozenset()) -> None:
+        """Age ``chosen`` by one execution (the oldest merge) and turn ``outer`` OUTER."""
+        if not chosen and not outer:
             return
+        both = chosen | outer
         env = self.env
         for key, value in env.items():
-            hit = value & chosen
+            hit = value & both
             if hit:
                 # Set operations in C: values can hold hundreds of origins.
-                env[key] = (value - hit) | {older(o) for o in hit}
+                env[key] = (value - hit) | {older(o) for o in hit & chosen} | {(o[0], OUTER) for o in hit & outer}
         for table in (self.freed, self.traversed, self.stepped):
-            if table.keys().isdisjoint(chosen):
+            if table.keys().isdisjoint(both):
                 continue
+            for origin in [o for o in table if o in outer]:
+                table.setdefault((origin[0], OUTER), table.pop(origin))
             for age in range(OLDEST - 1, -1, -1):
                 for origin in [o for o in table if o[1] == age and o in chosen]:
                     table.setdefault(older(origin), table.pop(origin))
@@ -560,7 +571,11 @@ class Interpreter:
             key = (id(frame.cfg), node.id if node.peel_of is None else node.peel_of)
             state.fresh[key] = EMPTY
             sites = self.sites
-            state.new_iteration(lambda site: site >= 0 and key in sites[site].loops, self.dead_keys())
+            state.new_iteration(
+                lambda site: site >= 0 and key in sites[site].loops,
+                lambda site: key in sites[site].innermost,
+                self.dead_keys(),
+            )
             if kind == FOR:
                 value = ctx.eval(stmt.iter)
                 if value and self.path(frame, stmt.iter) is not None:
@@ -757,6 +772,8 @@ class _StmtContext:
         site.strength = max(site.strength, strength)
         site.callees |= self.callees
         site.loops.update(self.loop_keys)
+        if self.loop_keys:
+            site.innermost.add(self.loop_keys[-1])
         self.state.refresh(site.id)
         aged = frozenset(older(o) if o[0] == site.id else o for o in inputs)
         return aged | {(site.id, 0)}
@@ -1112,7 +1129,7 @@ def _constant(expr: cst.BaseExpression) -> bool:
 
 
 def older(origin: Origin) -> Origin:
-    return (origin[0], min(origin[1] + 1, OLDEST))
+    return origin if origin[1] == OUTER else (origin[0], min(origin[1] + 1, OLDEST))
 
 
 def _tuple_elements(expr: cst.BaseExpression) -> list | None:
