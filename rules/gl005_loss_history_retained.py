@@ -52,16 +52,17 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             continue
         # The accumulating loop: its iterations outlived by the accumulator, running a
         # forward or a backward (else nothing new is retained), no reset bounding it.
-        # (Enclosing loops are not looked at: an inner loop over a dict of logged
-        # values would then report every int that shares a backwarded loss's call.)
-        if not acc.outlives_iteration or acc.loop not in facts.active_loops or _bounded_by_reset(facts, acc):
-            continue
         if acc.site in facts.backwarded_sites:
             continue  # the accumulator is the objective (BPTT over time steps, REINFORCE)
         if acc.site in facts.returned_sites:
             continue  # outputs collected step by step and returned: the caller's objective
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True)]
         if not graph:
+            continue
+        if acc.loop in facts.active_loops:
+            if not acc.outlives_iteration or _bounded_by_reset(facts, acc):
+                continue
+        elif not _retained_over_enclosing_loop(model, acc, graph):
             continue
         reported.add(acc.stmt)
         line = min(model.site_line(o[0]) for o in graph)
@@ -75,20 +76,37 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         )
 
 
-def _bounded_by_reset(facts, acc) -> bool:
+def _retained_over_enclosing_loop(model, acc, graph) -> bool:
+    """An inner loop that runs no forward (``for k, v in loss_dict.items()``) adding
+    each value to an accumulator that outlives the training loop around it.
+
+    Only for values that are a forward's whole output (``loss_dict = model(x)``):
+    values unpacked from one call (``loss, sample_size, log = criterion(...)``)
+    share that call's node, so the ints logged beside a loss would look like it.
+    """
+    enclosing = [loop for loop in acc.loops[:-1] if loop in model.facts.active_loops]
+    if not enclosing or enclosing[-1] not in acc.outlived:
+        return False
+    if any(len(model.sites[o[0]].targets) != 1 for o in graph):
+        return False
+    return not _bounded_by_reset(model.facts, acc, enclosing[-1])
+
+
+def _bounded_by_reset(facts, acc, loop=None) -> bool:
     """Whether a re-assignment of the accumulator (or of its dict or object) bounds it.
 
     Reset inside the accumulating loop (after each step, each log window), or
     by an enclosing loop that runs the optimizer step while the accumulating
     loop runs none: the list holds one step's micro-batches, not a history.
     """
+    accumulating = acc.loop if loop is None else loop
     roots = _path_and_roots(acc.path)
     for loop in acc.loops:
         if roots.isdisjoint(facts.reset_paths.get(loop, ())):
             continue
-        if loop == acc.loop:
+        if loop == accumulating:
             return True
-        if loop in facts.step_loops and acc.loop not in facts.step_loops:
+        if loop in facts.step_loops and accumulating not in facts.step_loops:
             return True
     return False
 

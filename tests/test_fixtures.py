@@ -19,9 +19,6 @@ _EXPECT = re.compile(r"expect:\s*((?:GL\d{3}\s*,?\s*)+)")
 # Shapes the analysis does not get right yet. Strict: when one starts passing, the
 # test fails until it is removed from this list, so the list cannot go stale.
 KNOWN_GAPS = {
-    "GL005/loss_dict_per_key.py": "the accumulating loop runs over the dict of one step's losses and runs no "
-        "forward itself; looking at the enclosing training loop instead also reports logging dicts whose values are "
-        "ints unpacked beside a backwarded loss (the tuple-unpacking gap: five fairseq/transformers false positives)",
     "clean/gl002_detach_hidden_method_recursive.py": "false positive: recursive detach method",
     "clean/gl001_gan_branching_forward_real_loss_reused.py": "false positive: a module forward with two alternative "
         "forward statements called three times per iteration; the join of its branches mixes the (site, age) labels of "

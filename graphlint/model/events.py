@@ -145,6 +145,7 @@ class Accumulation:
     no_grad: bool
     kind: str = "add"  # add | append
     loops: tuple = ()  # every enclosing loop key, outermost first (``loop`` is the last)
+    outlived: tuple = ()  # the keys of ``loops`` whose iterations the accumulator outlives
 
 
 @dataclass

@@ -925,14 +925,19 @@ class _StmtContext:
             path = self.interp.path(self.frame, target.value)
         if path is None:
             return
-        fresh = self.state.fresh.get(self.loop, EMPTY)
-        if rebinding:
-            # The assignment itself marked `path` fresh; look at the freshness before it.
-            fresh = fresh - {path}
+        outlived = []
+        for loop in self.loop_keys:
+            fresh = self.state.fresh.get(loop, EMPTY)
+            if rebinding:
+                # The assignment itself marked `path` fresh; look at the freshness before it.
+                fresh = fresh - {path}
+            if self._outlives(path, fresh):
+                outlived.append(loop)
         self.interp.facts.accumulations.append(
             ev.Accumulation(
                 self.stmt, target, path, added, self.site.id if self.site else -1,
-                self.loop, self._outlives(path, fresh), self.no_grad, loops=tuple(self.loop_keys),
+                self.loop, self.loop in outlived, self.no_grad, loops=tuple(self.loop_keys),
+                outlived=tuple(outlived),
             )
         )
 
