@@ -17,9 +17,11 @@ import libcst as cst
 BACK = "back"
 
 # Node kinds.
-ENTRY, EXIT, STMT, IF, FOR, WHILE, WITH, MATCH, DEF = (
-    "entry", "exit", "stmt", "if", "for", "while", "with", "match", "def",
+ENTRY, EXIT, STMT, IF, FOR, WHILE, WITH, MATCH, DEF, JOIN = (
+    "entry", "exit", "stmt", "if", "for", "while", "with", "match", "def", "join",
 )
+# The label of an edge into a JOIN node: ("arm", index of the branch it leaves).
+ARM = "arm"
 
 Stmt = Union[cst.BaseSmallStatement, cst.BaseCompoundStatement]
 
@@ -35,6 +37,8 @@ class Node:
     withs: tuple[int, ...] = ()
     # For the header of a loop's peeled first iteration: the loop it belongs to.
     peel_of: int | None = None
+    # For a JOIN: per branch of the ``if``, the ids of the statements inside it.
+    arms: tuple[frozenset[int], ...] = ()
     succ: list[tuple[int, object]] = field(default_factory=list)
     pred: list[tuple[int, object]] = field(default_factory=list)
 
@@ -144,9 +148,10 @@ def grad_mode_of_with(with_stmt: cst.With, current: bool) -> bool:
 
 
 class _Builder:
-    def __init__(self, cfg: CFG, peel: bool) -> None:
+    def __init__(self, cfg: CFG, peel: bool, joins: bool) -> None:
         self.cfg = cfg
         self.peel = peel
+        self.joins = joins
 
     def node(self, kind: str, stmt, ctx: _Context, preds: Dangling) -> int:
         node = self.cfg._new(kind, stmt, ctx.loops, ctx.no_grad, ctx.withs)
@@ -214,10 +219,21 @@ class _Builder:
         if known is True:
             return out
         if orelse is None:
-            return out + [(test, False)]
-        if type(orelse) is cst.If:
-            return out + self.if_(orelse, [(test, False)], ctx)
-        return out + self.block(orelse.body.body, [(test, False)], ctx)
+            other = [(test, False)]
+        elif type(orelse) is cst.If:
+            other = self.if_(orelse, [(test, False)], ctx)
+        else:
+            other = self.block(orelse.body.body, [(test, False)], ctx)
+        if not self.joins or known is not None:
+            return out + other
+        # Both branches meet at a JOIN node that knows which statements each one ran.
+        arms = (_statement_ids(stmt.body.body), _statement_ids([orelse] if orelse is not None else []))
+        join = self.cfg._new(JOIN, None, ctx.loops, ctx.no_grad, ctx.withs)
+        join.arms = arms
+        for index, exits in enumerate((out, other)):
+            for src, label in exits:
+                self.cfg.link(src, join.id, (ARM, index))
+        return [(join.id, None)]
 
     def loop(self, stmt: cst.For | cst.While, preds: Dangling, ctx: _Context) -> Dangling:
         kind = FOR if type(stmt) is cst.For else WHILE
@@ -274,11 +290,12 @@ class _Builder:
         return out
 
 
-def build_cfg(body: Iterable[cst.CSTNode], no_grad: bool = False, peel: bool = False) -> CFG:
+def build_cfg(body: Iterable[cst.CSTNode], no_grad: bool = False, peel: bool = False, joins: bool = False) -> CFG:
     """The CFG of ``body``; with ``peel``, loops that test for their first iteration
-    (``if t == 0:``) get that iteration as a separate copy of the body."""
+    (``if t == 0:``) get that iteration as a separate copy of the body; with
+    ``joins``, the branches of each ``if`` meet at a JOIN node."""
     cfg = CFG()
-    builder = _Builder(cfg, peel)
+    builder = _Builder(cfg, peel, joins)
     exits = builder.block(body, [(cfg.entry, None)], _Context(no_grad=no_grad))
     for src, label in exits:
         cfg.link(src, cfg.exit, label)
@@ -381,3 +398,23 @@ def _inner_statements(stmt: cst.BaseCompoundStatement) -> list:
             suites.append(child.body)
     suites += [part.body for part in getattr(stmt, "handlers", ()) or getattr(stmt, "cases", ())]
     return inner + [statement for suite in suites for statement in suite.body]
+
+
+def _statement_ids(body) -> frozenset[int]:
+    """Ids of every statement (small ones and compound headers) in ``body``, nested
+    definitions excluded: the statements a site can be named after."""
+    found: set[int] = set()
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.SimpleStatementLine:
+            found.update(id(small) for small in node.body)
+            continue
+        if type(node) in (cst.Else, cst.Finally):
+            stack.extend(node.body.body)
+            continue
+        found.add(id(node))
+        if type(node) in (cst.FunctionDef, cst.ClassDef) or not isinstance(node, cst.BaseCompoundStatement):
+            continue
+        stack.extend(_inner_statements(node))
+    return frozenset(found)

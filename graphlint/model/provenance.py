@@ -25,7 +25,7 @@ from graphlint.model.walk import children
 
 from graphlint.model import events as ev
 from graphlint.model.liveness import live_in, live_on_entry
-from graphlint.model.cfg import BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STMT, WHILE, WITH, build_cfg
+from graphlint.model.cfg import ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STMT, WHILE, WITH, build_cfg
 from graphlint.model.names import (
     bound_names,
     CUTTING_ATTRIBUTES,
@@ -240,6 +240,9 @@ class State:
         """A new execution of ``site``: its existing nodes age by one execution."""
         self._age_origins({(site, age) for age in range(OLDEST + 1)})
 
+    def refresh_all(self, sites) -> None:
+        self._age_origins({(site, age) for site in sites for age in range(OLDEST + 1)})
+
 
 @dataclass
 class Frame:
@@ -333,7 +336,7 @@ class Interpreter:
     def cfg_for(self, scope: Scope) -> CFG:
         key = id(scope.node)
         if key not in self._cfgs:
-            self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad, peel=True)
+            self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad, peel=True, joins=True)
         return self._cfgs[key]
 
     # ----- inlining memo -----
@@ -444,6 +447,12 @@ class Interpreter:
                         if exit_out is None:
                             continue
                         edge_out = exit_out
+                    if type(label) is tuple and label[0] == ARM:
+                        # Leaving one branch of an `if`: the nodes of the sites the other
+                        # branches ran belong to an earlier execution on this path too,
+                        # so one label never names this path's old node and that path's
+                        # new one (`if multi_gpu: y = parallel(x)` / `else: y = body(x)`).
+                        edge_out = self._age_other_arms(edge_out, cfg.nodes[succ], label[1])
                     if label == BACK:
                         # Merge only what this path can still backward: another path's
                         # marks on the same origin must not taint it.
@@ -469,6 +478,17 @@ class Interpreter:
             self.recording = saved_recording
             self.frames.pop()
         return states.get(cfg.exit, entry)
+
+    def _age_other_arms(self, state: State, join, arm: int) -> State:
+        site_ids = self._site_ids
+        others = frozenset().union(*(ids for index, ids in enumerate(join.arms) if index != arm))
+        sites = {site_ids[key] for key in others - join.arms[arm] if key in site_ids}
+        state = state.copy()
+        state.refresh_all(sites)
+        # As on a back edge: merge only what this path can still backward.
+        self.frames[-1].current = join.id
+        state.forget_unreachable(self.dead_keys())
+        return state
 
     def dead_keys(self, entering: bool = False) -> frozenset:
         """Env keys of local variables that no frame on the stack can read again.
