@@ -14,6 +14,8 @@ from typing import Iterable, Union
 
 import libcst as cst
 
+from graphlint.model.names import bound_names, dotted
+
 BACK = "back"
 
 # Node kinds.
@@ -39,6 +41,11 @@ class Node:
     peel_of: int | None = None
     # For a JOIN: per branch of the ``if``, the ids of the statements inside it.
     arms: tuple[frozenset[int], ...] = ()
+    # For the JOIN of the last test of an ``if``/``elif`` chain without ``else``: names
+    # every branch binds that are unbound when the chain starts, its tests being
+    # loop-invariant. If one of them is read after the chain, the path that takes no
+    # branch would have raised NameError on the first iteration: it never runs.
+    unbound_if_skipped: frozenset[str] = frozenset()
     succ: list[tuple[int, object]] = field(default_factory=list)
     pred: list[tuple[int, object]] = field(default_factory=list)
 
@@ -113,6 +120,8 @@ class _Context:
     # Loop counters whose value is known in this copy of a body: True on the
     # first iteration (``t == 0``), False on every later one.
     first: tuple[tuple[str, bool], ...] = ()
+    # Names bound anywhere in the bodies of the enclosing loops.
+    loop_assigned: frozenset[str] = frozenset()
 
     def inside(self, **changes) -> "_Context":
         return replace(self, **changes)
@@ -148,10 +157,12 @@ def grad_mode_of_with(with_stmt: cst.With, current: bool) -> bool:
 
 
 class _Builder:
-    def __init__(self, cfg: CFG, peel: bool, joins: bool) -> None:
+    def __init__(self, cfg: CFG, peel: bool, joins: bool, bound: Iterable[str]) -> None:
         self.cfg = cfg
         self.peel = peel
         self.joins = joins
+        # Names bound by the statements built so far (in the order of the source).
+        self.bound: set[str] = set(bound)
 
     def node(self, kind: str, stmt, ctx: _Context, preds: Dangling) -> int:
         node = self.cfg._new(kind, stmt, ctx.loops, ctx.no_grad, ctx.withs)
@@ -193,6 +204,7 @@ class _Builder:
 
     def small(self, stmt: cst.BaseSmallStatement, preds: Dangling, ctx: _Context) -> Dangling:
         node = self.node(STMT, stmt, ctx, preds)
+        self.bound |= _binds(stmt)
         if type(stmt) is cst.Return:
             self.cfg.link(node, self.cfg.exit)
             return []
@@ -211,7 +223,9 @@ class _Builder:
         self.may_raise(node, ctx)
         return [(node, None)]
 
-    def if_(self, stmt: cst.If, preds: Dangling, ctx: _Context) -> Dangling:
+    def if_(self, stmt: cst.If, preds: Dangling, ctx: _Context, unbound: frozenset | None = None) -> Dangling:
+        if unbound is None:
+            unbound = self._unbound_if_no_branch(stmt, ctx) if self.joins else frozenset()
         test = self.node(IF, stmt, ctx, preds)
         known = _first_iteration_test(stmt.test, dict(ctx.first))
         out = [] if known is False else self.block(stmt.body.body, [(test, True)], ctx)
@@ -221,7 +235,7 @@ class _Builder:
         if orelse is None:
             other = [(test, False)]
         elif type(orelse) is cst.If:
-            other = self.if_(orelse, [(test, False)], ctx)
+            other = self.if_(orelse, [(test, False)], ctx, unbound)
         else:
             other = self.block(orelse.body.body, [(test, False)], ctx)
         if not self.joins or known is not None:
@@ -230,19 +244,42 @@ class _Builder:
         arms = (_statement_ids(stmt.body.body), _statement_ids([orelse] if orelse is not None else []))
         join = self.cfg._new(JOIN, None, ctx.loops, ctx.no_grad, ctx.withs)
         join.arms = arms
+        if orelse is None:
+            join.unbound_if_skipped = unbound
         for index, exits in enumerate((out, other)):
             for src, label in exits:
                 self.cfg.link(src, join.id, (ARM, index))
         return [(join.id, None)]
+
+    def _unbound_if_no_branch(self, stmt: cst.If, ctx: _Context) -> frozenset:
+        """Names every branch of an ``if``/``elif`` chain without ``else`` binds, unbound
+        before it, when its tests cannot change from one iteration to the next."""
+        tests, arms, current = [], [], stmt
+        while type(current) is cst.If:
+            tests.append(current.test)
+            arms.append(current.body.body)
+            current = current.orelse
+        if current is not None or not ctx.loops:
+            return frozenset()
+        for test in tests:
+            names = _test_names(test)
+            if names is None or names & ctx.loop_assigned:
+                return frozenset()
+        common = set.intersection(*(_assigned_in(arm) for arm in arms))
+        return frozenset(common - self.bound)
 
     def loop(self, stmt: cst.For | cst.While, preds: Dangling, ctx: _Context) -> Dangling:
         kind = FOR if type(stmt) is cst.For else WHILE
         counter = _zero_based_counter(stmt) if self.peel else None
         peeled = counter is not None and _tests_first_iteration(stmt.body, counter)
         header = self.node(kind, stmt, ctx, [] if peeled else preds)
+        if kind == FOR:
+            self.bound |= bound_names(stmt.target)
         self.cfg.loops[header] = Loop(header, parent=ctx.loops[-1] if ctx.loops else None)
         breaks: list = []
         inner = ctx.inside(loops=ctx.loops + (header,), break_edges=breaks, continue_target=header)
+        if self.joins:
+            inner = inner.inside(loop_assigned=ctx.loop_assigned | _assigned_in([stmt]))
         if peeled:
             # `if t == 0: loss = l` / `else: loss = loss + l`: the first iteration gets a
             # copy of the body of its own, entered from a header of its own, so the later
@@ -290,12 +327,16 @@ class _Builder:
         return out
 
 
-def build_cfg(body: Iterable[cst.CSTNode], no_grad: bool = False, peel: bool = False, joins: bool = False) -> CFG:
+def build_cfg(
+    body: Iterable[cst.CSTNode], no_grad: bool = False, peel: bool = False, joins: bool = False,
+    bound: Iterable[str] = (),
+) -> CFG:
     """The CFG of ``body``; with ``peel``, loops that test for their first iteration
     (``if t == 0:``) get that iteration as a separate copy of the body; with
-    ``joins``, the branches of each ``if`` meet at a JOIN node."""
+    ``joins``, the branches of each ``if`` meet at a JOIN node. ``bound``: the
+    names bound when the body starts (a function's parameters)."""
     cfg = CFG()
-    builder = _Builder(cfg, peel, joins)
+    builder = _Builder(cfg, peel, joins, bound)
     exits = builder.block(body, [(cfg.entry, None)], _Context(no_grad=no_grad))
     for src, label in exits:
         cfg.link(src, cfg.exit, label)
@@ -418,3 +459,61 @@ def _statement_ids(body) -> frozenset[int]:
             continue
         stack.extend(_inner_statements(node))
     return frozenset(found)
+
+
+def _binds(stmt: cst.BaseSmallStatement) -> set[str]:
+    if type(stmt) is cst.Assign:
+        return set().union(*(bound_names(target.target) for target in stmt.targets))
+    if type(stmt) in (cst.AnnAssign, cst.AugAssign):
+        return bound_names(stmt.target)
+    if type(stmt) in (cst.Import, cst.ImportFrom) and not isinstance(stmt.names, cst.ImportStar):
+        return {
+            alias.asname.name.value if alias.asname is not None else (dotted(alias.name) or "").split(".")[0]
+            for alias in stmt.names
+            if alias.asname is None or type(alias.asname.name) is cst.Name
+        }
+    return set()
+
+
+def _assigned_in(body) -> set[str]:
+    """Every name a statement of ``body`` binds (nested definitions' own bodies excluded)."""
+    found: set[str] = set()
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.SimpleStatementLine:
+            for small in node.body:
+                found |= _binds(small)
+            continue
+        if isinstance(node, cst.BaseSmallStatement):
+            found |= _binds(node)
+            continue
+        if type(node) in (cst.FunctionDef, cst.ClassDef):
+            found.add(node.name.value)
+            continue
+        if type(node) is cst.For:
+            found |= bound_names(node.target)
+        elif type(node) is cst.With:
+            for item in node.items:
+                if item.asname is not None:
+                    found |= bound_names(item.asname.name)
+        if isinstance(node, cst.BaseCompoundStatement):
+            stack.extend(_inner_statements(node))
+    return found
+
+
+def _test_names(test: cst.BaseExpression) -> set[str] | None:
+    """The names a test reads, or None when it calls something (a call may vary)."""
+    found: set[str] = set()
+    stack = [test]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Call:
+            return None
+        if type(node) is cst.Name:
+            found.add(node.value)
+        elif type(node) is cst.Attribute:
+            stack.append(node.value)
+            continue
+        stack.extend(child for child in node.children if isinstance(child, cst.CSTNode))
+    return found

@@ -336,7 +336,7 @@ class Interpreter:
     def cfg_for(self, scope: Scope) -> CFG:
         key = id(scope.node)
         if key not in self._cfgs:
-            self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad, peel=True, joins=True)
+            self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad, peel=True, joins=True, bound=scope.params)
         return self._cfgs[key]
 
     # ----- inlining memo -----
@@ -448,11 +448,14 @@ class Interpreter:
                             continue
                         edge_out = exit_out
                     if type(label) is tuple and label[0] == ARM:
+                        join = cfg.nodes[succ]
+                        if self._never_skipped(frame, join, label[1]):
+                            continue
                         # Leaving one branch of an `if`: the nodes of the sites the other
                         # branches ran belong to an earlier execution on this path too,
                         # so one label never names this path's old node and that path's
                         # new one (`if multi_gpu: y = parallel(x)` / `else: y = body(x)`).
-                        edge_out = self._age_other_arms(edge_out, cfg.nodes[succ], label[1])
+                        edge_out = self._age_other_arms(edge_out, join, label[1])
                     if label == BACK:
                         # Merge only what this path can still backward: another path's
                         # marks on the same origin must not taint it.
@@ -478,6 +481,13 @@ class Interpreter:
             self.recording = saved_recording
             self.frames.pop()
         return states.get(cfg.exit, entry)
+
+    def _never_skipped(self, frame: Frame, join, arm: int) -> bool:
+        """The path past an invariant ``if``/``elif`` chain that took no branch, when a
+        name only the branches bind is read after it (see cfg.Node.unbound_if_skipped)."""
+        if arm != 1 or not join.unbound_if_skipped or join.arms[1]:
+            return False
+        return not join.unbound_if_skipped.isdisjoint(self.live_names(frame.cfg).get(join.id, ()))
 
     def _age_other_arms(self, state: State, join, arm: int) -> State:
         site_ids = self._site_ids
