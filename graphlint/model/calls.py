@@ -148,11 +148,14 @@ class _CallEvaluator:
 
     # ----- events -----
     def backward(self, event: ev.BackwardCall) -> frozenset:
-        ctx, state, interp = self.ctx, self.ctx.state, self.interp
+        ctx, interp = self.ctx, self.interp
         value = ctx.eval(event.target) - {NEW}
         for arg in self.call.args:
             if arg.value is not event.target:
                 ctx.eval(arg.value)
+        # Read the state only now: a helper inlined by the target (`model(x).sum()`)
+        # replaced it with the state after its forward.
+        state = ctx.state
         if interp.recording:
             freed_hits = {o: state.freed[o] for o in value if o in state.freed}
             stepped_hits = {o: state.stepped[o] for o in value if o in state.stepped}
@@ -196,11 +199,11 @@ class _CallEvaluator:
         return frozenset(roots)
 
     def step(self, event: ev.StepCall) -> frozenset:
-        state = self.ctx.state
         if self.interp.recording:
             self.interp.facts.step_loops.update(self.ctx.loop_keys)
         if event.closure is not None:
             self._call_closure(event.closure)
+        state = self.ctx.state  # after the closure: inlining it replaced the state
         local = dotted(event.optimizer)
         models = self.program.optimizer_models(self.frame.scope, local) if local else set()
         resolved = {self._resolve_dotted(m) for m in models}
