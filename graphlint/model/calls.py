@@ -150,9 +150,14 @@ class _CallEvaluator:
     def backward(self, event: ev.BackwardCall) -> frozenset:
         ctx, interp = self.ctx, self.interp
         value = ctx.eval(event.target) - {NEW}
+        stop = EMPTY
         for arg in self.call.args:
-            if arg.value is not event.target:
+            if arg.value is event.inputs:
+                stop = ctx.eval(arg.value)
+            elif arg.value is not event.target:
                 ctx.eval(arg.value)
+        # `autograd.grad(loss, fast_weights)` walks down to the inputs, not through them.
+        graph, value = value, value - stop
         # Read the state only now: a helper inlined by the target (`model(x).sum()`)
         # replaced it with the state after its forward.
         state = ctx.state
@@ -180,7 +185,7 @@ class _CallEvaluator:
                 state.traversed.setdefault(origin, self.call)
             if frees and origin[0] >= 0 and not sites[origin[0]].leaf:
                 state.freed.setdefault(origin, self.call)
-        return value if differentiable else EMPTY
+        return graph if differentiable else EMPTY
 
     def _roots(self, target: cst.BaseExpression, value: frozenset) -> frozenset:
         paths = set()

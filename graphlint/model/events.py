@@ -25,6 +25,8 @@ class BackwardCall:
     retain: bool  # True when the graph may be kept (retain_graph true, unknown, or create_graph)
     writes_grad: bool  # autograd.grad returns gradients instead of writing .grad
     spelling: str
+    # `inputs`: the walk stops there, so their own history is neither walked nor freed.
+    inputs: cst.BaseExpression | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,8 @@ def recognise(
         if target is None:
             return None
         is_grad = qualified.endswith(".grad")
-        return BackwardCall(call, target, _retain(call, 3 if is_grad else 2), not is_grad, qualified)
+        inputs = keyword(call, "inputs") or (args[1] if is_grad and len(args) > 1 else None)
+        return BackwardCall(call, target, _retain(call, 3 if is_grad else 2), not is_grad, qualified, inputs)
     if type(func) is not cst.Attribute:
         return None
     method = func.attr.value
@@ -83,7 +86,7 @@ def recognise(
         )
         if wrapper and args:
             return BackwardCall(call, args[0], _retain(call, None), True, f"{dotted(owner) or '...'}.backward(...)")
-        return BackwardCall(call, owner, _retain(call, 1), True, ".backward()")
+        return BackwardCall(call, owner, _retain(call, 1), True, ".backward()", keyword(call, "inputs"))
     if method == "manual_backward" and args:
         return BackwardCall(call, args[0], _retain(call, None), True, "manual_backward(...)")
     if method == "step":
