@@ -227,7 +227,9 @@ class _Builder:
         if unbound is None:
             unbound = self._unbound_if_no_branch(stmt, ctx) if self.joins else frozenset()
         test = self.node(IF, stmt, ctx, preds)
-        known = _first_iteration_test(stmt.test, dict(ctx.first))
+        known = _constant_test(stmt.test)
+        if known is None:
+            known = _first_iteration_test(stmt.test, dict(ctx.first))
         out = [] if known is False else self.block(stmt.body.body, [(test, True)], ctx)
         orelse = stmt.orelse
         if known is True:
@@ -362,6 +364,15 @@ def _zero_based_counter(stmt: cst.For | cst.While) -> str | None:
         index = target.elements[0].value
         if type(index) is cst.Name and all(_is_zero(value) for value in start):
             return index.value
+    return None
+
+
+def _constant_test(test: cst.BaseExpression) -> bool | None:
+    """``if True:``, ``if 0:``: a branch that always or never runs."""
+    if type(test) is cst.Name and test.value in ("True", "False"):
+        return test.value == "True"
+    if type(test) is cst.Integer:
+        return test.value != "0"
     return None
 
 
