@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import libcst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from graphlint.model.callers import only_called_without_grad
 from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.program import Program
 from graphlint.model.relevance import Relevant, relevant_scopes
@@ -165,9 +166,10 @@ def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
     try:
         # The module body first (scripts), then every function and method as an
         # entry point of its own (library code that nothing in the file calls).
+        quiet = only_called_without_grad(program) if not other_framework else frozenset()
         for scope in () if other_framework else program.scopes.values():
             if scope.node in relevant.provenance:
-                interpreter.analyse_scope(scope)
+                interpreter.analyse_scope(scope, no_grad=scope.node in quiet)
     except AnalysisBudgetExceeded as error:
         truncated = f"analysis cut short: {error}; findings for this file may be incomplete"
     order_violations = [] if other_framework else analyse_order(

@@ -362,9 +362,11 @@ class Interpreter:
         self.inlined[key] = outcome
 
     # ----- driving -----
-    def analyse_scope(self, scope: Scope) -> None:
-        """Analyse a scope as an entry point: parameters hold unknown values."""
+    def analyse_scope(self, scope: Scope, no_grad: bool = False) -> None:
+        """Analyse a scope as an entry point: parameters hold unknown values.
+        ``no_grad``: every caller in the file runs it with gradients disabled."""
         frame = self._frame(scope, {}, (), 0)
+        frame.no_grad = no_grad
         state = State()
         self._stack.append(scope.node)
         try:
