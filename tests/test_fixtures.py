@@ -27,10 +27,6 @@ KNOWN_GAPS = {
         "(reset at the top of forward) taken for history",
     "clean/gl005_criterion_tuple_sample_size.py": "false positive: the int sample size unpacked from the criterion's "
         "tuple shares the backwarded loss's site",
-    "clean/gl001_same_flag_tested_twice.py": "false positive: a value assigned under `if cfg.flag:` and read "
-        "under a second `if cfg.flag:` reaches the read from the previous iteration along the path that skips the "
-        "first branch and takes the second; the analysis joins both branches of each `if`, so it cannot see that two "
-        "tests of one unchanged flag agree (torchtune's early-exit recipe)",
     # Shapes of corpus files the prefilter drops (no training or evaluation spelling), with a stand-in trainer.
     "clean/gl005_stack_forward_optional_layer_outputs.py": "false positive: a module forward returning its per-layer "
         "lists inside a NamedTuple class of the file (StackOutput(hidden, all_hidden_states, all_attentions)): the class "

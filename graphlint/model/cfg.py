@@ -9,6 +9,7 @@ a loop's back edge, ``None`` otherwise. Every node knows the loops around it
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Union
 
@@ -41,6 +42,10 @@ class Node:
     peel_of: int | None = None
     # For a JOIN: per branch of the ``if``, the ids of the statements inside it.
     arms: tuple[frozenset[int], ...] = ()
+    # For an IF testing a flag (``if cfg.aux:``, ``if not args.amp:``) that nothing
+    # re-binds while it may be tested again: (the flag, True when the test is the
+    # flag itself). Tests of one flag agree on every path (see CFG.correlated).
+    decision: tuple[str, bool] | None = None
     # For the JOIN of the last test of an ``if``/``elif`` chain without ``else``: names
     # every branch binds that are unbound when the chain starts, its tests being
     # loop-invariant. If one of them is read after the chain, the path that takes no
@@ -65,6 +70,8 @@ class CFG:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
         self.loops: dict[int, Loop] = {}
+        # Flags (Node.decision) tested by more than one IF.
+        self.correlated: frozenset[str] = frozenset()
         self.entry = self._new(ENTRY, None, (), False, ()).id
         self.exit = self._new(EXIT, None, (), False, ()).id
 
@@ -161,8 +168,15 @@ class _Builder:
         self.cfg = cfg
         self.peel = peel
         self.joins = joins
-        # Names bound by the statements built so far (in the order of the source).
+        # Names bound by the statements built so far (in the order of the source),
+        # and how many times each.
         self.bound: set[str] = set(bound)
+        self.bindings: dict[str, int] = {}
+
+    def _bind(self, names: set[str]) -> None:
+        self.bound |= names
+        for name in names:
+            self.bindings[name] = self.bindings.get(name, 0) + 1
 
     def node(self, kind: str, stmt, ctx: _Context, preds: Dangling) -> int:
         node = self.cfg._new(kind, stmt, ctx.loops, ctx.no_grad, ctx.withs)
@@ -204,7 +218,7 @@ class _Builder:
 
     def small(self, stmt: cst.BaseSmallStatement, preds: Dangling, ctx: _Context) -> Dangling:
         node = self.node(STMT, stmt, ctx, preds)
-        self.bound |= _binds(stmt)
+        self._bind(_binds(stmt))
         if type(stmt) is cst.Return:
             self.cfg.link(node, self.cfg.exit)
             return []
@@ -227,6 +241,8 @@ class _Builder:
         if unbound is None:
             unbound = self._unbound_if_no_branch(stmt, ctx) if self.joins else frozenset()
         test = self.node(IF, stmt, ctx, preds)
+        if self.joins:
+            self.cfg.nodes[test].decision = self._flag_decision(stmt.test, ctx)
         known = _constant_test(stmt.test)
         if known is None:
             known = _first_iteration_test(stmt.test, dict(ctx.first))
@@ -253,6 +269,19 @@ class _Builder:
                 self.cfg.link(src, join.id, (ARM, index))
         return [(join.id, None)]
 
+    def _flag_decision(self, test: cst.BaseExpression, ctx: _Context) -> tuple[str, bool] | None:
+        polarity = True
+        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test, polarity = test.expression, not polarity
+        flag = dotted(test) if type(test) in (cst.Name, cst.Attribute) else None
+        if flag is None:
+            return None
+        root = flag.split(".")[0]
+        if root in ctx.loop_assigned:
+            return None
+        # Named after the bindings of its root so far: a re-binding in between makes another flag.
+        return f"{flag}#{self.bindings.get(root, 0)}", polarity
+
     def _unbound_if_no_branch(self, stmt: cst.If, ctx: _Context) -> frozenset:
         """Names every branch of an ``if``/``elif`` chain without ``else`` binds, unbound
         before it, when its tests cannot change from one iteration to the next."""
@@ -276,7 +305,7 @@ class _Builder:
         peeled = counter is not None and _tests_first_iteration(stmt.body, counter)
         header = self.node(kind, stmt, ctx, [] if peeled else preds)
         if kind == FOR:
-            self.bound |= bound_names(stmt.target)
+            self._bind(bound_names(stmt.target))
         self.cfg.loops[header] = Loop(header, parent=ctx.loops[-1] if ctx.loops else None)
         breaks: list = []
         inner = ctx.inside(loops=ctx.loops + (header,), break_edges=breaks, continue_target=header)
@@ -342,6 +371,8 @@ def build_cfg(
     exits = builder.block(body, [(cfg.entry, None)], _Context(no_grad=no_grad))
     for src, label in exits:
         cfg.link(src, cfg.exit, label)
+    flags = Counter(node.decision[0] for node in cfg.nodes if node.decision is not None)
+    cfg.correlated = frozenset(flag for flag, count in flags.items() if count > 1)
     return cfg
 
 

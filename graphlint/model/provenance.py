@@ -56,6 +56,10 @@ WEAK, LIKELY, CERTAIN = 1, 2, 3
 # 4 cost trl's distillation trainer 6.6 s against 0.4 s for 3, and no fixture or
 # corpus finding needs the fourth level.
 MAX_INLINE_DEPTH = 3
+# Flags a state partition keeps apart at most: each one
+# doubles the states and the helpers inlined under them (diffusers' dreambooth
+# scripts test a dozen `args.*` flags twice each: 3 flags ran out of budget).
+_MAX_PARTITION_FLAGS = 1
 # Remembered helper outcomes per file before the memo starts afresh (bounds memory).
 _MAX_INLINED = 4096
 
@@ -410,41 +414,55 @@ class Interpreter:
         return Frame(scope, self.cfg_for(scope), prefix, aliases, loop_stack, depth)
 
     def solve(self, frame: Frame, entry: State, record: bool) -> State:
-        """Fixpoint over the frame's CFG; with ``record`` a final pass emits facts."""
+        """Fixpoint over the frame's CFG; with ``record`` a final pass emits facts.
+
+        States are kept per CFG node and per *partition*: the values of the flags
+        tested more than once (CFG.correlated) taken on the way there, so that the
+        second `if cfg.aux:` follows the branch the first one took.
+        """
         cfg = frame.cfg
         order = cfg.reverse_postorder()
         rank = {node: i for i, node in enumerate(order)}
-        states: dict[int, State] = {cfg.entry: entry.copy()}
+        start = (cfg.entry, frozenset())
+        states: dict[tuple, State] = {start: entry.copy()}
         # Per loop header: the join of its back edges only (the state after one or more iterations).
-        repeated: dict[int, State] = {}
-        pending = {cfg.entry}
+        repeated: dict[tuple, State] = {}
+        pending = {start}
         saved_recording = self.recording
         self.recording = False
         self.frames.append(frame)
 
-        def propagate(out: State, succ: int, table: dict[int, State]) -> bool:
-            if succ not in table:
-                table[succ] = out.copy()
+        def propagate(out: State, key: tuple, table: dict[tuple, State]) -> bool:
+            if key not in table:
+                table[key] = out.copy()
                 return True
-            return table[succ].join(out)
+            return table[key].join(out)
 
         try:
             while pending:
-                node_id = min(pending, key=lambda n: rank.get(n, 0))
-                pending.discard(node_id)
-                self._charge(len(states[node_id].env))
+                key = min(pending, key=lambda k: rank.get(k[0], 0))
+                pending.discard(key)
+                node_id, part = key
+                self._charge(len(states[key].env))
                 frame.current = node_id
                 node = cfg.nodes[node_id]
-                out = self.transfer(frame, node, states[node_id].copy())
+                out = self.transfer(frame, node, states[key].copy())
                 # A loop is taken to run at least once: its exit sees the state after an
                 # iteration, never the state that skipped it (`for t in range(n): loss = ...`
                 # then `loss.backward()` does not backward the previous batch's loss).
                 exit_out = None
-                if node.kind in (FOR, WHILE) and node_id in repeated:
+                if node.kind in (FOR, WHILE) and key in repeated:
                     frame.current = node_id
-                    exit_out = self.transfer(frame, node, repeated[node_id].copy())
+                    exit_out = self.transfer(frame, node, repeated[key].copy())
                 for succ, label in node.succ:
-                    edge_out = out
+                    edge_out, succ_part = out, part
+                    if node.decision is not None and node.decision[0] in cfg.correlated:
+                        flag, polarity = node.decision
+                        value = polarity if label is True else not polarity
+                        if (flag, not value) in part:
+                            continue  # this path took the other branch of an earlier test
+                        if len(part) < _MAX_PARTITION_FLAGS:
+                            succ_part = part | {(flag, value)}
                     if label is False and node.kind in (FOR, WHILE):
                         if exit_out is None:
                             continue
@@ -464,25 +482,31 @@ class Interpreter:
                         edge_out = edge_out.copy()
                         frame.current = succ
                         edge_out.forget_unreachable(self.dead_keys())
-                        if propagate(edge_out, succ, repeated):
-                            pending.add(succ)
+                        if propagate(edge_out, (succ, succ_part), repeated):
+                            pending.add((succ, succ_part))
                     elif cfg.nodes[succ].kind in (FOR, WHILE):
                         # Entering a loop: what its body re-assigns before reading is dead.
                         edge_out = edge_out.copy()
                         frame.current = succ
                         edge_out.forget_unreachable(self.dead_keys(entering=True))
-                    if propagate(edge_out, succ, states):
-                        pending.add(succ)
+                    if propagate(edge_out, (succ, succ_part), states):
+                        pending.add((succ, succ_part))
             if record:
                 self.recording = True
-                for node_id in order:
-                    if node_id in states:
-                        frame.current = node_id
-                        self.transfer(frame, cfg.nodes[node_id], states[node_id].copy())
+                for key in sorted(states, key=lambda k: rank.get(k[0], 0)):
+                    frame.current = key[0]
+                    self.transfer(frame, cfg.nodes[key[0]], states[key].copy())
         finally:
             self.recording = saved_recording
             self.frames.pop()
-        return states.get(cfg.exit, entry)
+        exits = [state for (node_id, _), state in states.items() if node_id == cfg.exit]
+        if not exits:
+            return entry
+        result = exits[0]
+        for other in exits[1:]:
+            result = result.copy()
+            result.join(other)
+        return result
 
     def _never_skipped(self, frame: Frame, join, arm: int) -> bool:
         """The path past an invariant ``if``/``elif`` chain that took no branch, when a
