@@ -264,6 +264,8 @@ class _CallEvaluator:
                 return self.qualified_call(qualified)
             return self.args_value()
         kinds = self.kinds(func)
+        if self.program.is_frozen(kinds):
+            return self.frozen_call()
         cls = self.program.class_of_instance(kinds)
         if cls is not None:
             return self.instance_call(cls, func)
@@ -272,6 +274,11 @@ class _CallEvaluator:
         if MODULE in kinds:
             return self.args_value() | self.forward(CERTAIN, func)
         return self.object_args() | self.forward(LIKELY, func)
+
+    def frozen_call(self) -> frozenset:
+        """A call of a module whose parameters are all frozen: no graph of its own;
+        gradients still flow through it to its inputs (a frozen VAE on a leaf)."""
+        return self.args_value() - {PARAMS}
 
     def qualified_call(self, qualified: str) -> frozenset:
         """A call of something imported: torch, numpy, math, another package."""
@@ -347,6 +354,9 @@ class _CallEvaluator:
             self.args_value()
             return EMPTY
         kinds = self.kinds(owner)
+        if MODULE in kinds and self.program.is_frozen(kinds):
+            ctx.eval(owner)
+            return self.frozen_call()  # `vae.encode(x)`, `operator.forward(x)`
         cls = self.program.class_of_instance(kinds) if kinds else None
         if cls is None and type(owner) is cst.Name and owner.value == "self" and self.frame.scope.cls is not None:
             cls = self.frame.scope.cls
@@ -367,6 +377,9 @@ class _CallEvaluator:
             self.args_value()
             return EMPTY
         attribute_kinds = self.kinds(func)
+        if self.program.is_frozen(attribute_kinds):
+            ctx.eval(owner)
+            return self.frozen_call()  # `self.vae(x)`
         attribute_class = self.program.class_of_instance(attribute_kinds)
         if attribute_class is not None:
             return self.instance_call(attribute_class, func)

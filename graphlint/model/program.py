@@ -14,6 +14,8 @@ import libcst as cst
 
 from graphlint.model.walk import children, dispatch
 from graphlint.model.names import (
+    is_false,
+    is_true,
     Imports,
     dotted,
     is_module_class,
@@ -36,6 +38,11 @@ CONTAINER = "container"  # a list, dict, set or deque built in this scope
 # class or import: a model, a loss module or a callback, for what an unknown call
 # receiving it may do to gradients (GL003).
 FORWARD = "forward"
+# A module whose parameters are all frozen (`vae.requires_grad_(False)`, or
+# `p.requires_grad = False` over its `parameters()`), and one unfrozen again
+# anywhere in the scope (progressive unfreezing): only FROZEN without UNFROZEN counts.
+FROZEN = "frozen"
+UNFROZEN = "unfrozen"
 
 
 @dataclass
@@ -46,6 +53,7 @@ class ClassInfo:
     methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
     is_module: bool = False
     is_optimizer: bool = False
+    frozen: bool = False  # its __init__ freezes every parameter of the instance
 
 
 @dataclass
@@ -208,6 +216,13 @@ class Program:
         found |= self._optimizer_models.get(("<module>", path), set())
         return found
 
+    def is_frozen(self, kinds: set[str]) -> bool:
+        """Whether an object of ``kinds`` is a module none of whose parameters requires grad."""
+        if UNFROZEN in kinds:
+            return False
+        cls = self.class_of_instance(kinds)
+        return FROZEN in kinds or (cls is not None and cls.frozen)
+
     def class_of_instance(self, kinds: set[str]) -> ClassInfo | None:
         for kind in sorted(kinds):  # sets of str iterate in a per-process hash order
             if kind.startswith(INSTANCE):
@@ -363,8 +378,23 @@ class _KindCollector:
         if node.value is not None:
             self._assign(node.target, node.value)
 
+    def _freeze(self, owner: str, frozen: bool) -> None:
+        if owner == "self" and self.scope.cls is not None and self.scope.node.name.value == "__init__":
+            self.scope.cls.frozen = self.scope.cls.frozen or frozen
+        elif owner != "self":
+            self._add(owner, FROZEN if frozen else UNFROZEN)
+
     def visit_For(self, node: cst.For) -> None:
         iterable = node.iter
+        # `for p in model.parameters(): p.requires_grad = False`
+        if (
+            type(iterable) is cst.Call and type(iterable.func) is cst.Attribute
+            and iterable.func.attr.value == "parameters" and type(node.target) is cst.Name
+        ):
+            owner = dotted(iterable.func.value)
+            setting = _requires_grad_setting(node.body, node.target.value)
+            if owner and setting is not None:
+                self._freeze(owner, not setting)
         if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "enumerate" and iterable.args:
             iterable = iterable.args[0].value
             target = node.target
@@ -505,6 +535,9 @@ class _KindCollector:
             return
         if method in ("backward", "manual_backward"):
             self.after_backward = True
+        if method == "requires_grad_":
+            # `vae.requires_grad_(False)` freezes it, `requires_grad_()` / `(True)` unfreezes.
+            self._freeze(owner, bool(node.args) and is_false(node.args[0].value))
         # `state_dict()` is not among them: optimizers, schedulers, scalers and
         # tasks have one too; nor `apply()` (pandas, and any functional style).
         if method in ("parameters", "named_parameters", "train", "eval", "modules", "children", "register_forward_hook"):
@@ -547,6 +580,33 @@ class _KindCollector:
             owner = dotted(node.value)
             if owner:
                 self._add(owner, OPTIMIZER)
+
+
+def _requires_grad_setting(body: cst.BaseSuite, name: str) -> bool | None:
+    """The value a loop body gives ``name.requires_grad`` (or ``name.requires_grad_(v)``),
+    when every statement of the body is such a setting."""
+    found = None
+    for line in body.body:
+        smalls = line.body if type(line) is cst.SimpleStatementLine else None
+        if smalls is None:
+            return None
+        for small in smalls:
+            value = None
+            if type(small) is cst.Assign and len(small.targets) == 1:
+                target = small.targets[0].target
+                if dotted(target) == f"{name}.requires_grad":
+                    value = small.value
+            elif type(small) is cst.Expr and type(small.value) is cst.Call:
+                call = small.value
+                if dotted(call.func) == f"{name}.requires_grad_":
+                    value = call.args[0].value if call.args else cst.Name("True")
+            if value is None or not (is_false(value) or is_true(value)):
+                return None
+            setting = is_true(value)
+            if found is not None and found != setting:
+                return None
+            found = setting
+    return found
 
 
 _BUILTIN_CALLABLES = frozenset(dir(__import__("builtins")))
