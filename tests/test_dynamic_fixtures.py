@@ -39,6 +39,7 @@ HONEST_REASONS = re.compile(
     r"|torch optimizer step"  # a hand-written optimizer (d2l's sgd)
     r"|only \d complete iteration"  # the line sits in a branch taken once (`if step == 2:`)
     r"|of the loop never ran"  # a branch of the loop never taken, so not every path was tried
+    r"|^line \d+ never ran$"  # a line in a branch that never runs (`if True:` ... `elif`)
     r"|import failed|missing data"
     r"|shapes cannot be multiplied"  # a stand-in's output meets a real layer of another width
     r"|objects the probe cannot look into"  # an accumulator of non-tensors (hook handles)

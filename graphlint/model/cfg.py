@@ -9,13 +9,13 @@ a loop's back edge, ``None`` otherwise. Every node knows the loops around it
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Union
 
 import libcst as cst
 
 from graphlint.model.names import bound_names, dotted
+from graphlint.model.walk import children
 
 BACK = "back"
 
@@ -70,8 +70,9 @@ class CFG:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
         self.loops: dict[int, Loop] = {}
-        # Flags (Node.decision) tested by more than one IF.
-        self.correlated: frozenset[str] = frozenset()
+        # Flags (Node.decision) whose tests must agree, and the last IF testing each
+        # (past it, the paths of both values can merge again).
+        self.correlated: dict[str, int] = {}
         self.entry = self._new(ENTRY, None, (), False, ()).id
         self.exit = self._new(EXIT, None, (), False, ()).id
 
@@ -172,6 +173,8 @@ class _Builder:
         # and how many times each.
         self.bound: set[str] = set(bound)
         self.bindings: dict[str, int] = {}
+        # (flag, IF node, names its branches bind, names its branches read)
+        self.flag_tests: list[tuple[str, int, set[str], set[str]]] = []
 
     def _bind(self, names: set[str]) -> None:
         self.bound |= names
@@ -242,7 +245,14 @@ class _Builder:
             unbound = self._unbound_if_no_branch(stmt, ctx) if self.joins else frozenset()
         test = self.node(IF, stmt, ctx, preds)
         if self.joins:
-            self.cfg.nodes[test].decision = self._flag_decision(stmt.test, ctx)
+            decision = self._flag_decision(stmt.test, ctx)
+            if decision is not None:
+                orelse = stmt.orelse
+                branches = [*stmt.body.body, *(
+                    [orelse] if type(orelse) is cst.If else orelse.body.body if orelse is not None else []
+                )]
+                self.flag_tests.append((decision[0], test, _assigned_in(branches), _names_read(branches)))
+                self.cfg.nodes[test].decision = decision
         known = _constant_test(stmt.test)
         if known is None:
             known = _first_iteration_test(stmt.test, dict(ctx.first))
@@ -371,8 +381,14 @@ def build_cfg(
     exits = builder.block(body, [(cfg.entry, None)], _Context(no_grad=no_grad))
     for src, label in exits:
         cfg.link(src, cfg.exit, label)
-    flags = Counter(node.decision[0] for node in cfg.nodes if node.decision is not None)
-    cfg.correlated = frozenset(flag for flag, count in flags.items() if count > 1)
+    # A flag matters when a later test of it reads what an earlier one's branch bound.
+    correlated = {
+        flag
+        for flag, node, binds, _ in builder.flag_tests
+        for other, later, _, reads in builder.flag_tests
+        if other == flag and later > node and binds & reads
+    }
+    cfg.correlated = {flag: max(node for other, node, _, _ in builder.flag_tests if other == flag) for flag in correlated}
     return cfg
 
 
@@ -558,4 +574,17 @@ def _test_names(test: cst.BaseExpression) -> set[str] | None:
             stack.append(node.value)
             continue
         stack.extend(child for child in node.children if isinstance(child, cst.CSTNode))
+    return found
+
+
+def _names_read(statements) -> set[str]:
+    """Every name that appears in ``statements`` (a wide read set)."""
+    found: set[str] = set()
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Name:
+            found.add(node.value)
+        elif type(node) not in (cst.FunctionDef, cst.ClassDef):
+            stack.extend(children(node))
     return found

@@ -56,9 +56,8 @@ WEAK, LIKELY, CERTAIN = 1, 2, 3
 # 4 cost trl's distillation trainer 6.6 s against 0.4 s for 3, and no fixture or
 # corpus finding needs the fourth level.
 MAX_INLINE_DEPTH = 3
-# Flags a state partition keeps apart at most: each one
-# doubles the states and the helpers inlined under them (diffusers' dreambooth
-# scripts test a dozen `args.*` flags twice each: 3 flags ran out of budget).
+# Flags a state partition keeps apart at once: each one doubles the states and
+# the helpers inlined under them, from its first test to its last.
 _MAX_PARTITION_FLAGS = 1
 # Remembered helper outcomes per file before the memo starts afresh (bounds memory).
 _MAX_INLINED = 4096
@@ -290,6 +289,17 @@ class Facts:
         # Loops an optimizer step runs in (at any depth).
         self.step_loops: set[tuple] = set()
 
+    def merge(self, other: "Facts") -> None:
+        for name, mine in vars(self).items():
+            theirs = getattr(other, name)
+            if type(mine) is list:
+                mine.extend(theirs)
+            elif type(mine) is set:
+                mine |= theirs
+            else:
+                for key, values in theirs.items():
+                    mine.setdefault(key, set()).update(values)
+
 
 class Interpreter:
     def __init__(self, program: Program, budget: int = 200_000, seconds: float | None = None) -> None:
@@ -304,6 +314,8 @@ class Interpreter:
         self.deadline = None if seconds is None else time.process_time() + seconds
         self.seconds = seconds
         self.work = 0
+        # Whether solve() keeps states apart per flag value (see analyse_scope).
+        self.partitions = False
         self._cfgs: dict[int, CFG] = {}
         self._stack: list[cst.CSTNode] = []
         self._frame_counter = 0
@@ -368,16 +380,41 @@ class Interpreter:
     # ----- driving -----
     def analyse_scope(self, scope: Scope, no_grad: bool = False) -> None:
         """Analyse a scope as an entry point: parameters hold unknown values.
-        ``no_grad``: every caller in the file runs it with gradients disabled."""
+        ``no_grad``: every caller in the file runs it with gradients disabled.
+
+        When the analysis sees a backward through a freed graph or carried
+        state, it runs again with states kept apart per flag value (see
+        ``solve``), which costs more and removes the findings that only the
+        impossible mix of two tests of one flag produced.
+        """
+        found = self._analyse_scope(scope, no_grad, partitions=False)
+        if found.backwards and any(b.freed_hits or b.stepped_hits for b in found.backwards) or found.carried:
+            work = self.work
+            try:
+                found = self._analyse_scope(scope, no_grad, partitions=True)
+            except AnalysisBudgetExceeded:
+                self.work = work  # keep the first analysis's facts
+        self.facts.merge(found)
+
+    def _analyse_scope(self, scope: Scope, no_grad: bool, partitions: bool) -> "Facts":
         frame = self._frame(scope, {}, (), 0)
         frame.no_grad = no_grad
         state = State()
+        facts, self.facts = self.facts, Facts()
+        self.partitions = partitions
+        if partitions:
+            self.inlined.clear()  # helpers remembered from unpartitioned solves
         self._stack.append(scope.node)
         try:
             self.solve(frame, state, record=False)
             self.solve(frame, state, record=True)
+            return self.facts
         finally:
             self._stack.pop()
+            self.facts = facts
+            if partitions:
+                self.partitions = False
+                self.inlined.clear()
 
     def summarise(self, func: cst.FunctionDef) -> "HelperSummary":
         """What a helper does to its arguments, analysed with each argument a graph of its own."""
@@ -456,12 +493,14 @@ class Interpreter:
                     exit_out = self.transfer(frame, node, repeated[key].copy())
                 for succ, label in node.succ:
                     edge_out, succ_part = out, part
-                    if node.decision is not None and node.decision[0] in cfg.correlated:
+                    if self.partitions and node.decision is not None and node.decision[0] in cfg.correlated:
                         flag, polarity = node.decision
                         value = polarity if label is True else not polarity
                         if (flag, not value) in part:
                             continue  # this path took the other branch of an earlier test
-                        if len(part) < _MAX_PARTITION_FLAGS:
+                        if node_id == cfg.correlated[flag]:
+                            succ_part = part - {(flag, value)}
+                        elif len(part) < _MAX_PARTITION_FLAGS:
                             succ_part = part | {(flag, value)}
                     if label is False and node.kind in (FOR, WHILE):
                         if exit_out is None:
