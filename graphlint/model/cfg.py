@@ -15,7 +15,17 @@ from typing import Iterable, Union
 import libcst as cst
 
 from graphlint.model.names import bound_names, dotted
-from graphlint.model.walk import children
+from graphlint.model.statements import (
+    assigned_in,
+    binds,
+    constant_test,
+    first_iteration_test,
+    names_read,
+    statement_ids,
+    test_names,
+    tests_first_iteration,
+    zero_based_counter,
+)
 
 BACK = "back"
 
@@ -221,7 +231,7 @@ class _Builder:
 
     def small(self, stmt: cst.BaseSmallStatement, preds: Dangling, ctx: _Context) -> Dangling:
         node = self.node(STMT, stmt, ctx, preds)
-        self._bind(_binds(stmt))
+        self._bind(binds(stmt))
         if type(stmt) is cst.Return:
             self.cfg.link(node, self.cfg.exit)
             return []
@@ -251,11 +261,11 @@ class _Builder:
                 branches = [*stmt.body.body, *(
                     [orelse] if type(orelse) is cst.If else orelse.body.body if orelse is not None else []
                 )]
-                self.flag_tests.append((decision[0], test, _assigned_in(branches), _names_read(branches)))
+                self.flag_tests.append((decision[0], test, assigned_in(branches), names_read(branches)))
                 self.cfg.nodes[test].decision = decision
-        known = _constant_test(stmt.test)
+        known = constant_test(stmt.test)
         if known is None:
-            known = _first_iteration_test(stmt.test, dict(ctx.first))
+            known = first_iteration_test(stmt.test, dict(ctx.first))
         out = [] if known is False else self.block(stmt.body.body, [(test, True)], ctx)
         orelse = stmt.orelse
         if known is True:
@@ -269,7 +279,7 @@ class _Builder:
         if not self.joins or known is not None:
             return out + other
         # Both branches meet at a JOIN node that knows which statements each one ran.
-        arms = (_statement_ids(stmt.body.body), _statement_ids([orelse] if orelse is not None else []))
+        arms = (statement_ids(stmt.body.body), statement_ids([orelse] if orelse is not None else []))
         join = self.cfg._new(JOIN, None, ctx.loops, ctx.no_grad, ctx.withs)
         join.arms = arms
         if orelse is None:
@@ -303,16 +313,16 @@ class _Builder:
         if current is not None or not ctx.loops:
             return frozenset()
         for test in tests:
-            names = _test_names(test)
+            names = test_names(test)
             if names is None or names & ctx.loop_assigned:
                 return frozenset()
-        common = set.intersection(*(_assigned_in(arm) for arm in arms))
+        common = set.intersection(*(assigned_in(arm) for arm in arms))
         return frozenset(common - self.bound)
 
     def loop(self, stmt: cst.For | cst.While, preds: Dangling, ctx: _Context) -> Dangling:
         kind = FOR if type(stmt) is cst.For else WHILE
-        counter = _zero_based_counter(stmt) if self.peel else None
-        peeled = counter is not None and _tests_first_iteration(stmt.body, counter)
+        counter = zero_based_counter(stmt) if self.peel else None
+        peeled = counter is not None and tests_first_iteration(stmt.body, counter)
         header = self.node(kind, stmt, ctx, [] if peeled else preds)
         if kind == FOR:
             self._bind(bound_names(stmt.target))
@@ -320,7 +330,7 @@ class _Builder:
         breaks: list = []
         inner = ctx.inside(loops=ctx.loops + (header,), break_edges=breaks, continue_target=header)
         if self.joins:
-            inner = inner.inside(loop_assigned=ctx.loop_assigned | _assigned_in([stmt]))
+            inner = inner.inside(loop_assigned=ctx.loop_assigned | assigned_in([stmt]))
         if peeled:
             # `if t == 0: loss = l` / `else: loss = loss + l`: the first iteration gets a
             # copy of the body of its own, entered from a header of its own, so the later
@@ -384,207 +394,9 @@ def build_cfg(
     # A flag matters when a later test of it reads what an earlier one's branch bound.
     correlated = {
         flag
-        for flag, node, binds, _ in builder.flag_tests
-        for other, later, _, reads in builder.flag_tests
-        if other == flag and later > node and binds & reads
+        for flag, node, bound_there, _ in builder.flag_tests
+        for other, later, _, read_later in builder.flag_tests
+        if other == flag and later > node and bound_there & read_later
     }
     cfg.correlated = {flag: max(node for other, node, _, _ in builder.flag_tests if other == flag) for flag in correlated}
     return cfg
-
-
-# ----- first-iteration tests -----
-
-def _zero_based_counter(stmt: cst.For | cst.While) -> str | None:
-    """The name counting a ``for`` loop's iterations from 0 (``for t in range(n)``,
-    ``for i, batch in enumerate(loader)``), if any."""
-    if type(stmt) is not cst.For or type(stmt.iter) is not cst.Call:
-        return None
-    call, target = stmt.iter, stmt.target
-    func = call.func.value if type(call.func) is cst.Name else None
-    positional = [arg for arg in call.args if arg.keyword is None and arg.star == ""]
-    if func == "range" and type(target) is cst.Name and positional:
-        starts_at_zero = len(positional) == 1 or _is_zero(positional[0].value)
-        return target.value if starts_at_zero and len(positional) == len(call.args) else None
-    if func == "enumerate" and type(target) is cst.Tuple and target.elements:
-        start = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "start"]
-        start += [arg.value for arg in positional[1:]]
-        index = target.elements[0].value
-        if type(index) is cst.Name and all(_is_zero(value) for value in start):
-            return index.value
-    return None
-
-
-def _constant_test(test: cst.BaseExpression) -> bool | None:
-    """``if True:``, ``if 0:``: a branch that always or never runs."""
-    if type(test) is cst.Name and test.value in ("True", "False"):
-        return test.value == "True"
-    if type(test) is cst.Integer:
-        return test.value != "0"
-    return None
-
-
-def _is_zero(expr: cst.BaseExpression) -> bool:
-    return type(expr) is cst.Integer and expr.value == "0"
-
-
-def _first_iteration_test(test: cst.BaseExpression, known: dict[str, bool]) -> bool | None:
-    """The test's value when it only compares a counter of ``known`` with 0 (None otherwise)."""
-    if not known:
-        return None
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        inner = test.expression
-        if type(inner) is cst.Name and inner.value in known:
-            return known[inner.value]
-        value = _first_iteration_test(inner, known)
-        return None if value is None else not value
-    if type(test) is cst.Name and test.value in known:
-        return not known[test.value]  # a counter is truthy after the first iteration
-    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
-        return None
-    left, (target,) = test.left, test.comparisons
-    right, operator = target.comparator, type(target.operator)
-    if type(left) is cst.Name and left.value in known and type(right) is cst.Integer:
-        first, number = known[left.value], int(right.value)
-    elif type(right) is cst.Name and right.value in known and type(left) is cst.Integer:
-        first, number = known[right.value], int(left.value)
-        operator = _MIRRORED.get(operator, operator)
-    else:
-        return None
-    # On the first iteration the counter is 0; on later ones it is 1 or more.
-    if first:
-        return _COMPARE[operator](0, number) if operator in _COMPARE else None
-    outcomes = {_COMPARE[operator](value, number) for value in (1, max(number, 1), number + 1)} if operator in _COMPARE else set()
-    return outcomes.pop() if len(outcomes) == 1 else None
-
-
-_COMPARE = {
-    cst.Equal: lambda a, b: a == b,
-    cst.NotEqual: lambda a, b: a != b,
-    cst.LessThan: lambda a, b: a < b,
-    cst.LessThanEqual: lambda a, b: a <= b,
-    cst.GreaterThan: lambda a, b: a > b,
-    cst.GreaterThanEqual: lambda a, b: a >= b,
-}
-_MIRRORED = {
-    cst.LessThan: cst.GreaterThan,
-    cst.GreaterThan: cst.LessThan,
-    cst.LessThanEqual: cst.GreaterThanEqual,
-    cst.GreaterThanEqual: cst.LessThanEqual,
-}
-
-
-def _tests_first_iteration(body: cst.BaseSuite, counter: str) -> bool:
-    """Whether an ``if`` in the loop body (outside nested definitions) tests ``counter`` against 0."""
-    known = {counter: True}
-    stack = list(body.body)
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.If and _first_iteration_test(node.test, known) is not None:
-            return True
-        if isinstance(node, cst.BaseCompoundStatement) and type(node) not in (cst.FunctionDef, cst.ClassDef):
-            stack.extend(_inner_statements(node))
-    return False
-
-
-def _inner_statements(stmt: cst.BaseCompoundStatement) -> list:
-    inner = []
-    suites = [stmt.body] if hasattr(stmt, "body") else []
-    for name in ("orelse", "finalbody"):
-        child = getattr(stmt, name, None)
-        if type(child) is cst.If:
-            inner.append(child)  # elif
-        elif child is not None:
-            suites.append(child.body)
-    suites += [part.body for part in getattr(stmt, "handlers", ()) or getattr(stmt, "cases", ())]
-    return inner + [statement for suite in suites for statement in suite.body]
-
-
-def _statement_ids(body) -> frozenset[int]:
-    """Ids of every statement (small ones and compound headers) in ``body``, nested
-    definitions excluded: the statements a site can be named after."""
-    found: set[int] = set()
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.SimpleStatementLine:
-            found.update(id(small) for small in node.body)
-            continue
-        if type(node) in (cst.Else, cst.Finally):
-            stack.extend(node.body.body)
-            continue
-        found.add(id(node))
-        if type(node) in (cst.FunctionDef, cst.ClassDef) or not isinstance(node, cst.BaseCompoundStatement):
-            continue
-        stack.extend(_inner_statements(node))
-    return frozenset(found)
-
-
-def _binds(stmt: cst.BaseSmallStatement) -> set[str]:
-    if type(stmt) is cst.Assign:
-        return set().union(*(bound_names(target.target) for target in stmt.targets))
-    if type(stmt) in (cst.AnnAssign, cst.AugAssign):
-        return bound_names(stmt.target)
-    if type(stmt) in (cst.Import, cst.ImportFrom) and not isinstance(stmt.names, cst.ImportStar):
-        return {
-            alias.asname.name.value if alias.asname is not None else (dotted(alias.name) or "").split(".")[0]
-            for alias in stmt.names
-            if alias.asname is None or type(alias.asname.name) is cst.Name
-        }
-    return set()
-
-
-def _assigned_in(body) -> set[str]:
-    """Every name a statement of ``body`` binds (nested definitions' own bodies excluded)."""
-    found: set[str] = set()
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.SimpleStatementLine:
-            for small in node.body:
-                found |= _binds(small)
-            continue
-        if isinstance(node, cst.BaseSmallStatement):
-            found |= _binds(node)
-            continue
-        if type(node) in (cst.FunctionDef, cst.ClassDef):
-            found.add(node.name.value)
-            continue
-        if type(node) is cst.For:
-            found |= bound_names(node.target)
-        elif type(node) is cst.With:
-            for item in node.items:
-                if item.asname is not None:
-                    found |= bound_names(item.asname.name)
-        if isinstance(node, cst.BaseCompoundStatement):
-            stack.extend(_inner_statements(node))
-    return found
-
-
-def _test_names(test: cst.BaseExpression) -> set[str] | None:
-    """The names a test reads, or None when it calls something (a call may vary)."""
-    found: set[str] = set()
-    stack = [test]
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.Call:
-            return None
-        if type(node) is cst.Name:
-            found.add(node.value)
-        elif type(node) is cst.Attribute:
-            stack.append(node.value)
-            continue
-        stack.extend(child for child in node.children if isinstance(child, cst.CSTNode))
-    return found
-
-
-def _names_read(statements) -> set[str]:
-    """Every name that appears in ``statements`` (a wide read set)."""
-    found: set[str] = set()
-    stack = list(statements)
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.Name:
-            found.add(node.value)
-        elif type(node) not in (cst.FunctionDef, cst.ClassDef):
-            stack.extend(children(node))
-    return found
