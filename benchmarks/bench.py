@@ -147,6 +147,10 @@ def snapshot_of_head() -> Path:
     archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD", "graphlint", "rules"], check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True)
     (directory / "rules").rename(directory / "graphlint" / "rules")
+    # Bytecode, as `pip install` writes it: without it every run would compile
+    # graphlint's modules again (this machine sets PYTHONDONTWRITEBYTECODE=1),
+    # which `import libcst`, installed with its bytecode, never pays.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(directory)], check=True)
     return directory
 
 

@@ -388,7 +388,7 @@ class Interpreter:
         impossible mix of two tests of one flag produced.
         """
         found = self._analyse_scope(scope, no_grad, partitions=False)
-        if found.backwards and any(b.freed_hits or b.stepped_hits for b in found.backwards) or found.carried:
+        if found.carried or any(b.freed_hits or b.stepped_hits for b in found.backwards):
             work = self.work
             try:
                 found = self._analyse_scope(scope, no_grad, partitions=True)
@@ -453,9 +453,10 @@ class Interpreter:
     def solve(self, frame: Frame, entry: State, record: bool) -> State:
         """Fixpoint over the frame's CFG; with ``record`` a final pass emits facts.
 
-        States are kept per CFG node and per *partition*: the values of the flags
-        tested more than once (CFG.correlated) taken on the way there, so that the
-        second `if cfg.aux:` follows the branch the first one took.
+        States are kept per CFG node and per *partition*: with ``self.partitions``
+        (see analyse_scope), the values of the correlated flags (CFG.correlated)
+        taken on the way there, so that the second `if cfg.aux:` follows the
+        branch the first one took.
         """
         cfg = frame.cfg
         order = cfg.reverse_postorder()
@@ -555,13 +556,15 @@ class Interpreter:
         return not join.unbound_if_skipped.isdisjoint(self.live_names(frame.cfg).get(join.id, ()))
 
     def _age_other_arms(self, state: State, join, arm: int) -> State:
-        site_ids = self._site_ids
-        others = frozenset().union(*(ids for index, ids in enumerate(join.arms) if index != arm))
-        sites = {site_ids[key] for key in others - join.arms[arm] if key in site_ids}
         state = state.copy()
-        state.refresh_all(sites)
+        frame = self.frames[-1]
+        if not (join.no_grad or frame.no_grad):
+            # (Under no_grad the other branches build no node, so none of theirs ages.)
+            site_ids = self._site_ids
+            others = frozenset().union(*(ids for index, ids in enumerate(join.arms) if index != arm))
+            state.refresh_all({site_ids[key] for key in others - join.arms[arm] if key in site_ids})
         # As on a back edge: merge only what this path can still backward.
-        self.frames[-1].current = join.id
+        frame.current = join.id
         state.forget_unreachable(self.dead_keys())
         return state
 
