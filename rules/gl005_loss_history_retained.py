@@ -92,14 +92,14 @@ def _retained_over_enclosing_loop(model, acc, graph) -> bool:
     return not _bounded_by_reset(model.facts, acc, enclosing[-1])
 
 
-def _bounded_by_reset(facts, acc, loop=None) -> bool:
+def _bounded_by_reset(facts, acc, accumulating_loop=None) -> bool:
     """Whether a re-assignment of the accumulator (or of its dict or object) bounds it.
 
     Reset inside the accumulating loop (after each step, each log window), or
     by an enclosing loop that runs the optimizer step while the accumulating
     loop runs none: the list holds one step's micro-batches, not a history.
     """
-    accumulating = acc.loop if loop is None else loop
+    accumulating = acc.loop if accumulating_loop is None else accumulating_loop
     roots = _path_and_roots(acc.path)
     for loop in acc.loops:
         if roots.isdisjoint(facts.reset_paths.get(loop, ())):

@@ -335,9 +335,13 @@ class _CallEvaluator:
     def maybe_leaf_constructor(self) -> frozenset:
         """``Tensor(data, autograd=True)`` (a custom engine) or ``requires_grad=True``: a new leaf."""
         value = self.object_args()
-        if is_true(keyword(self.call, "autograd")) or is_true(keyword(self.call, "requires_grad")):
+        if self.requests_grad():
             return self.leaf()
         return value
+
+    def requests_grad(self) -> bool:
+        """``autograd=True`` or ``requires_grad=True`` among the call's keywords."""
+        return is_true(keyword(self.call, "autograd")) or is_true(keyword(self.call, "requires_grad"))
 
     def method_call(self, func: cst.Attribute) -> frozenset:
         ctx = self.ctx
@@ -481,7 +485,7 @@ class _CallEvaluator:
             # A tensor class of a custom autograd engine defined in this file
             # (`Tensor(data, autograd=True)`): a leaf, or a new node of its inputs' graph
             # (leaves included: `Tensor(a.data @ w.data, creators=[a, w])` is a node).
-            if is_true(keyword(self.call, "autograd")) or is_true(keyword(self.call, "requires_grad")):
+            if self.requests_grad():
                 return self.leaf()
             value = self.args_value() - {PARAMS}
             return value | {NEW} if value else EMPTY
