@@ -50,8 +50,9 @@ class Node:
     withs: tuple[int, ...] = ()
     # For the header of a loop's peeled first iteration: the loop it belongs to.
     peel_of: int | None = None
-    # For a JOIN: per branch of the ``if``, the ids of the statements inside it.
-    arms: tuple[frozenset[int], ...] = ()
+    # For a JOIN: the ids of the statements inside the ``if``'s body and inside its
+    # ``else`` (an ``elif`` included), the two arms that meet there.
+    arms: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset())
     # For an IF testing a flag (``if cfg.aux:``, ``if not args.amp:``) that nothing
     # re-binds while it may be tested again: (the flag, True when the test is the
     # flag itself). Tests of one flag agree on every path (see CFG.correlated).

@@ -10,7 +10,7 @@ import libcst as cst
 
 from graphlint.model.cfg import CFG, DEF, FOR, IF, MATCH, WHILE, WITH
 from graphlint.model.names import bound_names
-from graphlint.model.walk import children
+from graphlint.model.statements import read_names
 
 
 def live_in(cfg: CFG) -> dict[int, frozenset[str]]:
@@ -54,39 +54,25 @@ def _uses_defs(node) -> tuple[set[str], set[str]]:
     if stmt is None or node.kind == DEF:
         return set(), set()
     if node.kind in (IF, WHILE):
-        return _names(stmt.test), set()
+        return read_names(stmt.test), set()
     if node.kind == MATCH:
-        return _names(stmt.subject), set()
+        return read_names(stmt.subject), set()
     if node.kind == FOR:
-        return _names(stmt.iter), bound_names(stmt.target)
+        return read_names(stmt.iter), bound_names(stmt.target)
     if node.kind == WITH:
         uses: set[str] = set()
         defs: set[str] = set()
         for item in stmt.items:
-            uses |= _names(item.item)
+            uses |= read_names(item.item)
             if item.asname is not None:
                 defs |= bound_names(item.asname.name)
         return uses, defs
     if type(stmt) is cst.Assign:
         defs = set()
-        uses = _names(stmt.value)
+        uses = read_names(stmt.value)
         for target in stmt.targets:
             defs |= bound_names(target.target)
             if type(target.target) not in (cst.Name, cst.Tuple, cst.List):
-                uses |= _names(target.target)
+                uses |= read_names(target.target)
         return uses, defs
-    return _names(stmt), set()
-
-
-def _names(root: cst.CSTNode) -> set[str]:
-    found: set[str] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.Name:
-            found.add(node.value)
-        elif type(node) is cst.Attribute:
-            stack.append(node.value)  # `a.b` reads `a`, not a variable named `b`
-            continue
-        stack.extend(children(node))
-    return found
+    return read_names(stmt), set()

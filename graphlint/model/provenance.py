@@ -561,8 +561,7 @@ class Interpreter:
         if not (join.no_grad or frame.no_grad):
             # (Under no_grad the other branches build no node, so none of theirs ages.)
             site_ids = self._site_ids
-            others = frozenset().union(*(ids for index, ids in enumerate(join.arms) if index != arm))
-            state.refresh_all({site_ids[key] for key in others - join.arms[arm] if key in site_ids})
+            state.refresh_all({site_ids[key] for key in join.arms[1 - arm] if key in site_ids})
         # As on a back edge: merge only what this path can still backward.
         frame.current = join.id
         state.forget_unreachable(self.dead_keys())

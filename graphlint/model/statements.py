@@ -179,21 +179,30 @@ def assigned_in(body) -> set[str]:
     return found
 
 
-def test_names(test: cst.BaseExpression) -> set[str] | None:
-    """The names a test reads, or None when it calls something (a call may vary)."""
+def read_names(root: cst.CSTNode) -> set[str]:
+    """The variables an expression or statement reads (``a.b`` reads ``a``, not ``b``)."""
     found: set[str] = set()
-    stack = [test]
+    stack = [root]
     while stack:
         node = stack.pop()
-        if type(node) is cst.Call:
-            return None
         if type(node) is cst.Name:
             found.add(node.value)
         elif type(node) is cst.Attribute:
             stack.append(node.value)
             continue
-        stack.extend(child for child in node.children if isinstance(child, cst.CSTNode))
+        stack.extend(children(node))
     return found
+
+
+def test_names(test: cst.BaseExpression) -> set[str] | None:
+    """The names a test reads, or None when it calls something (a call may vary)."""
+    stack = [test]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Call:
+            return None
+        stack.extend(children(node))
+    return read_names(test)
 
 
 def names_read(statements) -> set[str]:
