@@ -16,7 +16,7 @@ import libcst as cst
 
 from graphlint.model.names import bound_names, dotted
 from graphlint.model.statements import (
-    assigned_in,
+    assigned_names,
     binds,
     constant_test,
     first_iteration_test,
@@ -262,7 +262,8 @@ class _Builder:
                 branches = [*stmt.body.body, *(
                     [orelse] if type(orelse) is cst.If else orelse.body.body if orelse is not None else []
                 )]
-                self.flag_tests.append((decision[0], test, assigned_in(branches), names_read(branches)))
+                bound = assigned_names(branches, imports=True)
+                self.flag_tests.append((decision[0], test, bound, names_read(branches)))
                 self.cfg.nodes[test].decision = decision
         known = constant_test(stmt.test)
         if known is None:
@@ -317,7 +318,7 @@ class _Builder:
             names = test_names(test)
             if names is None or names & ctx.loop_assigned:
                 return frozenset()
-        common = set.intersection(*(assigned_in(arm) for arm in arms))
+        common = set.intersection(*(assigned_names(arm, imports=True) for arm in arms))
         return frozenset(common - self.bound)
 
     def loop(self, stmt: cst.For | cst.While, preds: Dangling, ctx: _Context) -> Dangling:
@@ -331,7 +332,7 @@ class _Builder:
         breaks: list = []
         inner = ctx.inside(loops=ctx.loops + (header,), break_edges=breaks, continue_target=header)
         if self.joins:
-            inner = inner.inside(loop_assigned=ctx.loop_assigned | assigned_in([stmt]))
+            inner = inner.inside(loop_assigned=ctx.loop_assigned | assigned_names([stmt], imports=True))
         if peeled:
             # `if t == 0: loss = l` / `else: loss = loss + l`: the first iteration gets a
             # copy of the body of its own, entered from a header of its own, so the later

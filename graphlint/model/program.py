@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from graphlint.model.statements import assigned_names
 from graphlint.model.walk import children, dispatch
 from graphlint.model.names import (
     is_false,
@@ -89,7 +90,7 @@ class Program:
     # ----- structure -----
     def _collect(self, module: cst.Module) -> None:
         top = Scope("<module>", module, list(module.body))
-        top.locals = _assigned_names(module.body)
+        top.locals = assigned_names(module.body)
         self.scopes[module] = top
         self._collect_body(module.body, None, "")
 
@@ -118,7 +119,7 @@ class Program:
             self.functions[func.name.value] = func
         params = [p.name.value for p in _all_params(func.params)]
         scope = Scope(key, func, list(_body_statements(func)), cls, params)
-        scope.assigned = _assigned_names(scope.body)
+        scope.assigned = assigned_names(scope.body)
         scope.locals = scope.assigned | set(params)
         scope.no_grad = any(_is_no_grad_decorator(d.decorator) for d in func.decorators)
         self.scopes[func] = scope
@@ -264,72 +265,6 @@ def _sub_blocks(stmt: cst.CSTNode):
                 yield from _sub_blocks(child)
             else:
                 yield child.body.body
-
-
-class _NameCollector:
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-        self.globals: set[str] = set()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.names.add(node.name.value)
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.names.add(node.name.value)
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_Global(self, node: cst.Global) -> None:
-        self.globals.update(n.name.value for n in node.names)
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.globals.update(n.name.value for n in node.names)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._target(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._target(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._target(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        # A comprehension's variables are its own; naming them as the scope's
-        # locals keeps them apart from module globals of the same name.
-        self._target(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._target(node.target)
-
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            self._target(node.asname.name)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._target(node.target)
-
-    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        if node.name is not None:
-            self._target(node.name.name)
-
-    def _target(self, target: cst.CSTNode) -> None:
-        if type(target) is cst.Name:
-            self.names.add(target.value)
-        elif type(target) in (cst.Tuple, cst.List):
-            for element in target.elements:
-                self._target(element.value)
-        elif type(target) is cst.StarredElement:
-            self._target(target.value)
-
-
-def _assigned_names(body) -> set[str]:
-    collector = _NameCollector()
-    dispatch(collector, body)
-    return collector.names - collector.globals
 
 
 class _KindCollector:
