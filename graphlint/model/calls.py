@@ -33,6 +33,7 @@ from graphlint.model.provenance import (
     ELEMENT,
     PARAMS,
     EMPTY,
+    Inlined,
     LIKELY,
     MAX_INLINE_DEPTH,
     NEW,
@@ -538,10 +539,10 @@ class _CallEvaluator:
         for param, value in bound.items():
             if param not in aliases:
                 state.set(frame.prefix + param, value - {NEW})
-        memo_key = None if interp.recording else interp.inline_key(func, frame, state)
-        known = interp.inlined.get(memo_key) if memo_key is not None else None
-        if known is not None:
-            return self._inlined(func, known[0].copy(), *known[1:])
+        memo_key = interp.inline_key(func, frame, state)
+        known = interp.inlined.get(memo_key)
+        if known is not None and not interp.recording:
+            return self._inlined(func, known.exit_state.copy(), *known.outcome())
         forwards_before = interp.forwards_run
         # A helper that runs a forward is a forward call of its own; the carried
         # state is reported where it is passed in, not again inside the helper.
@@ -549,17 +550,27 @@ class _CallEvaluator:
         interp._stack.append(func)
         interp.suppress_carried += 1 if outer_carry else 0
         try:
-            exit_state = interp.solve(frame, state, record=interp.recording)
+            known_states = interp.inlined_states.get(memo_key) if known is not None else None
+            if known_states is not None:
+                # Recording, at a state an earlier fixpoint already solved this
+                # helper from: only the recording pass over its states is left.
+                frame.returns, frame.returned_elements = known.returns, known.returned_elements
+                interp.record(frame, known_states)
+                return self._inlined(func, known.exit_state.copy(), *known.outcome())
+            states = interp.fixpoint(frame, state)
+            if interp.recording:
+                interp.record(frame, states)
         finally:
             interp._stack.pop()
             interp.suppress_carried -= 1 if outer_carry else 0
+        exit_state = interp.exit_state(frame, states, state)
         exit_state.drop_prefix(frame.prefix, interp.dead_keys())
-        outcome = (exit_state, frame.returns, frame.returned_elements, interp.forwards_run - forwards_before)
-        if memo_key is not None:
-            interp.remember_inlined(memo_key, outcome)
+        outcome = Inlined(exit_state, frame.returns, frame.returned_elements, interp.forwards_run - forwards_before)
+        if not interp.recording:
+            interp.remember_inlined(memo_key, outcome, states)
             exit_state = exit_state.copy()
         interp.forwards_run = forwards_before
-        return self._inlined(func, exit_state, *outcome[1:])
+        return self._inlined(func, exit_state, *outcome.outcome())
 
     def _inlined(self, func, exit_state: State, returns, returned_elements, forwards: int) -> frozenset:
         """Continue the caller after an inlined helper (solved now or remembered)."""

@@ -61,6 +61,10 @@ MAX_INLINE_DEPTH = 3
 _MAX_PARTITION_FLAGS = 1
 # Remembered helper outcomes per file before the memo starts afresh (bounds memory).
 _MAX_INLINED = 4096
+# Their fixpoints (the state before each node), kept for the recording pass, at
+# most this many node states in all: only each call's last solve is read again,
+# and keeping every one doubled the memory of the largest trainers.
+_MAX_REMEMBERED_STATES = 20_000
 
 
 class AnalysisBudgetExceeded(Exception):
@@ -95,6 +99,19 @@ class HelperSummary:
 
     def cuts(self, param: str) -> bool:
         return param not in self.returns
+
+
+@dataclass(frozen=True)
+class Inlined:
+    """A helper solved at one call (see Interpreter.inline_key), remembered."""
+
+    exit_state: State
+    returns: frozenset
+    returned_elements: list | None | bool
+    forwards: int  # forward calls the helper ran
+
+    def outcome(self) -> tuple:
+        return self.returns, self.returned_elements, self.forwards
 
 
 class State:
@@ -331,7 +348,9 @@ class Interpreter:
         # Helpers solved outside the recording pass, by everything their outcome
         # depends on (see inline_key): outer fixpoints re-solve the same call
         # with the same state many times, exponentially so in nested helpers.
-        self.inlined: dict[tuple, tuple] = {}
+        self.inlined: dict[tuple, Inlined] = {}
+        self.inlined_states: dict[tuple, dict[tuple, State]] = {}
+        self._remembered_states = 0
 
     # ----- sites -----
     def site(self, stmt: cst.CSTNode) -> Site:
@@ -357,7 +376,7 @@ class Interpreter:
 
     # ----- inlining memo -----
     def inline_key(self, func: cst.FunctionDef, frame: "Frame", state: State) -> tuple:
-        """Everything solving ``func`` in ``frame`` from ``state`` depends on, when not recording."""
+        """Everything solving ``func`` in ``frame`` from ``state`` depends on."""
         return (
             id(func),
             frame.prefix,
@@ -372,10 +391,20 @@ class Interpreter:
             state.fingerprint(),
         )
 
-    def remember_inlined(self, key: tuple, outcome: tuple) -> None:
+    def remember_inlined(self, key: tuple, outcome: Inlined, states: dict[tuple, State]) -> None:
         if len(self.inlined) >= _MAX_INLINED:
-            self.inlined.clear()
+            self.forget_inlined()
         self.inlined[key] = outcome
+        self.inlined_states[key] = states
+        self._remembered_states += len(states)
+        while self._remembered_states > _MAX_REMEMBERED_STATES:
+            oldest = next(iter(self.inlined_states))
+            self._remembered_states -= len(self.inlined_states.pop(oldest))
+
+    def forget_inlined(self) -> None:
+        self.inlined.clear()
+        self.inlined_states.clear()
+        self._remembered_states = 0
 
     # ----- driving -----
     def analyse_scope(self, scope: Scope, no_grad: bool = False) -> None:
@@ -403,18 +432,18 @@ class Interpreter:
         facts, self.facts = self.facts, Facts()
         self.partitions = partitions
         if partitions:
-            self.inlined.clear()  # helpers remembered from unpartitioned solves
+            self.forget_inlined()  # helpers remembered from unpartitioned solves
         self._stack.append(scope.node)
         try:
-            self.solve(frame, state, record=False)
-            self.solve(frame, state, record=True)
+            # The fixpoint once; the recording pass transfers its states again.
+            self.record(frame, self.fixpoint(frame, state))
             return self.facts
         finally:
             self._stack.pop()
             self.facts = facts
             if partitions:
                 self.partitions = False
-                self.inlined.clear()
+                self.forget_inlined()
 
     def summarise(self, func: cst.FunctionDef) -> "HelperSummary":
         """What a helper does to its arguments, analysed with each argument a graph of its own."""
@@ -451,7 +480,14 @@ class Interpreter:
         return Frame(scope, self.cfg_for(scope), prefix, aliases, loop_stack, depth)
 
     def solve(self, frame: Frame, entry: State, record: bool) -> State:
-        """Fixpoint over the frame's CFG; with ``record`` a final pass emits facts.
+        """Fixpoint over the frame's CFG; with ``record`` a final pass emits facts."""
+        states = self.fixpoint(frame, entry)
+        if record:
+            self.record(frame, states)
+        return self.exit_state(frame, states, entry)
+
+    def fixpoint(self, frame: Frame, entry: State) -> dict[tuple, State]:
+        """The state before each CFG node of the frame, from ``entry``, emitting no facts.
 
         States are kept per CFG node and per *partition*: with ``self.partitions``
         (see analyse_scope), the values of the correlated flags (CFG.correlated)
@@ -531,15 +567,29 @@ class Interpreter:
                         edge_out.forget_unreachable(self.dead_keys(entering=True))
                     if propagate(edge_out, (succ, succ_part), states):
                         pending.add((succ, succ_part))
-            if record:
-                self.recording = True
-                for key in sorted(states, key=lambda k: rank.get(k[0], 0)):
-                    frame.current = key[0]
-                    self.transfer(frame, cfg.nodes[key[0]], states[key].copy())
         finally:
             self.recording = saved_recording
             self.frames.pop()
-        exits = [state for (node_id, _), state in states.items() if node_id == cfg.exit]
+        return states
+
+    def record(self, frame: Frame, states: dict[tuple, State]) -> None:
+        """Transfer each node once more from its fixpoint state, now emitting facts."""
+        cfg = frame.cfg
+        rank = {node: i for i, node in enumerate(cfg.reverse_postorder())}
+        saved_recording = self.recording
+        self.recording = True
+        self.frames.append(frame)
+        try:
+            for key in sorted(states, key=lambda k: rank.get(k[0], 0)):
+                frame.current = key[0]
+                self.transfer(frame, cfg.nodes[key[0]], states[key].copy())
+        finally:
+            self.recording = saved_recording
+            self.frames.pop()
+
+    @staticmethod
+    def exit_state(frame: Frame, states: dict[tuple, State], entry: State) -> State:
+        exits = [state for (node_id, _), state in states.items() if node_id == frame.cfg.exit]
         if not exits:
             return entry
         result = exits[0]
