@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphlint.model.walk import children, is_subclass
+from graphlint.model.walk import children
 
 # Builtins whose result carries no graph whatever the arguments.
 CUTTING_BUILTINS = frozenset({
@@ -146,16 +146,25 @@ def _as_name(alias: cst.ImportAlias) -> str:
     return dotted(alias.asname.name) or ""
 
 
+# Nodes that can hold statements: an import sits in one of these, at any depth
+# (functions, `if TYPE_CHECKING:`, try-import blocks), never in an expression.
+_STATEMENT_HOLDERS = frozenset({
+    cst.Module, cst.IndentedBlock, cst.SimpleStatementLine, cst.SimpleStatementSuite,
+    cst.FunctionDef, cst.ClassDef, cst.If, cst.Else, cst.For, cst.While, cst.With,
+    cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally,
+    cst.Match, cst.MatchCase,
+})
+
+
 def _walk_imports(module: cst.Module):
     stack: list[cst.CSTNode] = [module]
     while stack:
         node = stack.pop()
-        if type(node) in (cst.Import, cst.ImportFrom):
+        kind = type(node)
+        if kind is cst.Import or kind is cst.ImportFrom:
             yield node
-            continue
-        if is_subclass(type(node), cst.BaseExpression):
-            continue
-        stack.extend(children(node))
+        elif kind in _STATEMENT_HOLDERS:
+            stack.extend(children(node))
 
 
 def bound_names(target: cst.CSTNode) -> set[str]:

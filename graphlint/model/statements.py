@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from graphlint.model.names import bound_names, dotted
-from graphlint.model.walk import children, dispatch
+from graphlint.model.walk import children
 
 
 def zero_based_counter(stmt: cst.For | cst.While) -> str | None:
@@ -152,81 +152,59 @@ def binds(stmt: cst.BaseSmallStatement) -> set[str]:
     return set()
 
 
-class _NameCollector:
-    def __init__(self, imports: bool) -> None:
-        self.names: set[str] = set()
-        self.globals: set[str] = set()
-        self.imports = imports
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.names.add(node.name.value)
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.names.add(node.name.value)
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_Import(self, node: cst.Import) -> None:
-        if self.imports:
-            self.names |= binds(node)
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if self.imports:
-            self.names |= binds(node)
-
-    def visit_Global(self, node: cst.Global) -> None:
-        self.globals.update(n.name.value for n in node.names)
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.globals.update(n.name.value for n in node.names)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._target(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._target(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._target(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        # A comprehension's variables are its own; naming them as the scope's
-        # locals keeps them apart from module globals of the same name.
-        self._target(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._target(node.target)
-
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            self._target(node.asname.name)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._target(node.target)
-
-    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        if node.name is not None:
-            self._target(node.name.name)
-
-    def _target(self, target: cst.CSTNode) -> None:
-        if type(target) is cst.Name:
-            self.names.add(target.value)
-        elif type(target) in (cst.Tuple, cst.List):
-            for element in target.elements:
-                self._target(element.value)
-        elif type(target) is cst.StarredElement:
-            self._target(target.value)
+# Node class -> the field holding the target it binds (``for x in ...``, ``with ... as x``...).
+_TARGET_FIELDS = {
+    cst.AssignTarget: "target",
+    cst.AugAssign: "target",
+    cst.AnnAssign: "target",
+    # A comprehension's variables are its own; naming them as the scope's
+    # locals keeps them apart from module globals of the same name.
+    cst.CompFor: "target",
+    cst.For: "target",
+    cst.NamedExpr: "target",
+}
 
 
 def assigned_names(body, imports: bool = False) -> set[str]:
     """Every name the statements of ``body`` bind (nested definitions' own bodies and
     names declared ``global``/``nonlocal`` excluded); with ``imports``, imported names too."""
-    collector = _NameCollector(imports)
-    dispatch(collector, body)
-    return collector.names - collector.globals
+    names: set[str] = set()
+    declared: set[str] = set()
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            names.add(node.name.value)
+            continue
+        if kind is cst.Lambda:
+            continue
+        field = _TARGET_FIELDS.get(kind)
+        if field is not None:
+            _bind_target(getattr(node, field), names)
+        elif kind is cst.WithItem:
+            if node.asname is not None:
+                _bind_target(node.asname.name, names)
+        elif kind is cst.ExceptHandler:
+            if node.name is not None:
+                _bind_target(node.name.name, names)
+        elif kind is cst.Global or kind is cst.Nonlocal:
+            declared.update(item.name.value for item in node.names)
+        elif kind is cst.Import or kind is cst.ImportFrom:
+            if imports:
+                names |= binds(node)
+        stack.extend(children(node))
+    return names - declared
+
+
+def _bind_target(target: cst.CSTNode, names: set[str]) -> None:
+    if type(target) is cst.Name:
+        names.add(target.value)
+    elif type(target) in (cst.Tuple, cst.List):
+        for element in target.elements:
+            _bind_target(element.value, names)
+    elif type(target) is cst.StarredElement:
+        _bind_target(target.value, names)
 
 
 def read_names(root: cst.CSTNode) -> set[str]:

@@ -70,19 +70,6 @@ def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     return found
 
 
-def is_subclass(kind: type, base: type) -> bool:
-    """``issubclass``, remembered: against libcst's abstract node classes it goes
-    through ABCMeta, slow enough to dominate a walk that asks for every node."""
-    key = (kind, base)
-    known = _subclass.get(key)
-    if known is None:
-        known = _subclass[key] = issubclass(kind, base)
-    return known
-
-
-_subclass: dict[tuple[type, type], bool] = {}
-
-
 # Node class -> the names of its fields that hold children, in source order.
 _child_fields: dict[type, tuple[str, ...]] = {}
 
