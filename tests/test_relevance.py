@@ -16,14 +16,14 @@ import pytest
 from graphlint.checker import check_source
 from graphlint.model import core
 from graphlint.model.program import Program
-from graphlint.model.relevance import Relevant, relevant_scopes
+from graphlint.model.relevance import Relevant, relevant_scopes, spell_scopes
 
 FIXTURES = sorted(
     path for path in Path(__file__).parent.parent.joinpath("fixtures").rglob("*.py") if not path.name.endswith(".fixed.py")
 )
 
 
-def _every_scope(program: Program) -> Relevant:
+def _every_scope(program: Program, spelled) -> Relevant:
     return Relevant(frozenset(program.scopes), frozenset(program.scopes))
 
 
@@ -37,7 +37,7 @@ def test_dropping_irrelevant_scopes_changes_no_finding(path: Path, monkeypatch) 
 
 def _relevant_keys(source: str) -> tuple[set[str], set[str]]:
     program = Program(cst.parse_module(source))
-    relevant = relevant_scopes(program)
+    relevant = relevant_scopes(program, spell_scopes(program))
     keys = {node: scope.key for node, scope in program.scopes.items()}
     return {keys[n] for n in relevant.provenance}, {keys[n] for n in relevant.order}
 

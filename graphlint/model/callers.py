@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphlint.model.cfg import grad_mode_of_with
 from graphlint.model.program import Program
-from graphlint.model.walk import children
+from graphlint.model.relevance import Spelled
 
 
-def only_called_without_grad(program: Program) -> frozenset[cst.CSTNode]:
-    """The function nodes every in-file call of which runs without gradients."""
+def only_called_without_grad(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> frozenset[cst.CSTNode]:
+    """The function nodes every in-file call of which runs without gradients
+    (``spelled``: relevance.spell_scopes, whose ``uses`` say where each call sits)."""
     by_method: dict[str, list[cst.CSTNode]] = {}
     for info in program.classes.values():
         for name, method in info.methods.items():
@@ -27,7 +27,7 @@ def only_called_without_grad(program: Program) -> frozenset[cst.CSTNode]:
     # callee node -> [(calling scope node, the call sits in a no-grad block)]
     calls: dict[cst.CSTNode, list[tuple[cst.CSTNode, bool]]] = {}
     for node, scope in program.scopes.items():
-        for name, owner, quiet in _uses(scope.body):
+        for name, owner, quiet in spelled[node].uses:
             if owner == "self" and scope.cls is not None:
                 found = program.method(scope.cls, name)
                 callees = [found[1]] if found is not None else []
@@ -48,39 +48,3 @@ def only_called_without_grad(program: Program) -> frozenset[cst.CSTNode]:
                 quiet.add(callee)
                 changed = True
     return frozenset(quiet)
-
-
-def _uses(body) -> list[tuple[str, str | None, bool]]:
-    """(name, owner, in a no-grad block) for each use of a name that may run a function
-    of the file: ``f(...)``, ``self.f(...)``, ``obj.f(...)`` and a bare ``f`` or
-    ``self.f`` handed on (a callback runs where its receiver decides: never quiet).
-    Owner: None for a plain name, "self", or "?" for any other object."""
-    found = []
-    stack = [(stmt, False) for stmt in body]
-    while stack:
-        node, quiet = stack.pop()
-        if type(node) in (cst.FunctionDef, cst.ClassDef):
-            continue
-        if type(node) is cst.With:
-            quiet = grad_mode_of_with(node, quiet)
-        elif type(node) is cst.Call:
-            func = node.func
-            if type(func) is cst.Name:
-                found.append((func.value, None, quiet))
-            elif type(func) is cst.Attribute:
-                found.append((func.attr.value, "self" if _is_self(func.value) else "?", quiet))
-                stack.append((func.value, quiet))
-            else:
-                stack.append((func, quiet))
-            stack.extend((child, quiet) for child in children(node) if child is not func)
-            continue
-        elif type(node) is cst.Name:
-            found.append((node.value, None, False))
-        elif type(node) is cst.Attribute:
-            found.append((node.attr.value, "self" if _is_self(node.value) else "?", False))
-        stack.extend((child, quiet) for child in children(node))
-    return found
-
-
-def _is_self(expr: cst.BaseExpression) -> bool:
-    return type(expr) is cst.Name and expr.value == "self"

@@ -10,7 +10,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from graphlint.model.callers import only_called_without_grad
 from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.program import Program
-from graphlint.model.relevance import Relevant, relevant_scopes
+from graphlint.model.relevance import Relevant, relevant_scopes, spell_scopes
 from graphlint.model.walk import analysing
 from graphlint.model.provenance import AnalysisBudgetExceeded, Facts, Interpreter, Site
 
@@ -155,18 +155,19 @@ def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
             if rng.start.line in watch_lines and isinstance(node, (libcst.BaseSmallStatement, libcst.BaseCompoundStatement))
         }
     other_framework = program.uses_other_framework()
+    spelled = {} if other_framework else spell_scopes(program)
     if other_framework:
         relevant = None
     elif watch_lines:
         # Queries (tests) may ask about any scope, trigger or not.
         relevant = Relevant(frozenset(program.scopes), frozenset(program.scopes))
     else:
-        relevant = relevant_scopes(program)
+        relevant = relevant_scopes(program, spelled)
     truncated = None
     try:
         # The module body first (scripts), then every function and method as an
         # entry point of its own (library code that nothing in the file calls).
-        quiet = only_called_without_grad(program) if not other_framework else frozenset()
+        quiet = only_called_without_grad(program, spelled) if not other_framework else frozenset()
         for scope in () if other_framework else program.scopes.values():
             if scope.node in relevant.provenance:
                 interpreter.analyse_scope(scope, no_grad=scope.node in quiet)

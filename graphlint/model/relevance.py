@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from graphlint.model.cfg import grad_mode_of_with
 from graphlint.model.names import CONTAINER_ADDS, LIST_ADDS, dotted, is_module_housekeeping
 from graphlint.model.program import MODULE, PARAM_GROUP, Program, Scope
 from graphlint.model.walk import children
@@ -52,7 +53,7 @@ _CALLED_ON_INSTANCES = ("forward", "__call__")
 
 
 @dataclass
-class _Spelled:
+class Spelled:
     """What one scope's own code spells (nested functions and classes excluded)."""
 
     # Names and attribute names used: a function of the file named here may be
@@ -65,6 +66,12 @@ class _Spelled:
     forward: bool = False  # builds a leaf that requires grad
     called: set[str] = field(default_factory=set)  # dotted callees and arguments
     called_methods: set[tuple[str, str]] = field(default_factory=set)  # (owner, method)
+    # (name, owner, in a no-grad block) for each use of a name that may run a
+    # function of the file: `f(...)`, `self.f(...)`, `obj.f(...)`, and a bare `f`
+    # or `self.f` handed on (a callback runs where its receiver decides: never
+    # in a no-grad block). Owner: None for a plain name, "self", or "?" for any
+    # other object.
+    uses: list[tuple[str, str | None, bool]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,7 @@ class Relevant:
     order: frozenset[cst.CSTNode]  # GL003
 
 
-def relevant_scopes(program: Program) -> Relevant:
-    spelled = {node: _spell(scope) for node, scope in program.scopes.items()}
+def relevant_scopes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> Relevant:
     file_words = set().union(*(s.words for s in spelled.values())) if spelled else set()
     loops_matter = bool(file_words & _LOOP_FILE_WORDS) or any(
         part in word for word in file_words for part in _LOOP_FILE_PARTS
@@ -87,10 +93,10 @@ def relevant_scopes(program: Program) -> Relevant:
         local for local, full in program.imports.aliases.items() if any(part in full for part in _BACKWARD_PARTS)
     }
 
-    def backward_trigger(s: _Spelled) -> bool:
+    def backward_trigger(s: Spelled) -> bool:
         return bool(s.words & backward_words) or any(part in word for word in s.words for part in _BACKWARD_PARTS)
 
-    def hyperparameter_trigger(s: _Spelled) -> bool:
+    def hyperparameter_trigger(s: Spelled) -> bool:
         return bool(s.words & (_HYPERPARAMETER_WORDS | group_words)) or s.defaults_write
 
     triggered = _spelling(spelled, lambda s: backward_trigger(s) or hyperparameter_trigger(s))
@@ -142,23 +148,62 @@ def _param_group_words(program: Program) -> set[str]:
     return {path.rpartition(".")[2] for path in program.paths_of_kind(PARAM_GROUP)}
 
 
-def _spell(scope: Scope) -> _Spelled:
+def spell_scopes(program: Program) -> dict[cst.CSTNode, Spelled]:
+    """What each scope of the program spells (read by relevant_scopes and callers.py)."""
+    return {node: _spell(scope) for node, scope in program.scopes.items()}
+
+
+class _GradMode:
+    """Pushed below a ``with`` block's children: popped, it restores the mode around the block."""
+
+    __slots__ = ("no_grad",)
+
+    def __init__(self, no_grad: bool) -> None:
+        self.no_grad = no_grad
+
+
+def _spell(scope: Scope) -> Spelled:
     # Exact type tests (all these node classes are final): isinstance against
     # libcst's abstract classes goes through ABCMeta and dominated this walk.
-    found = _Spelled()
+    found = Spelled()
+    uses = found.uses
+    no_grad = False
     stack = list(scope.body)
     while stack:
         node = stack.pop()
         kind = type(node)
         if kind is cst.Name:
             found.words.add(node.value)
+            uses.append((node.value, None, False))
             continue  # a leaf, for what is spelled
         if kind is cst.FunctionDef or kind is cst.ClassDef:
             continue  # a scope of its own (reached through its name)
+        if kind is _GradMode:
+            no_grad = node.no_grad
+            continue
         if kind is cst.Attribute:
             found.words.add(node.attr.value)
+            uses.append((node.attr.value, _owner(node.value), False))
         elif kind is cst.Call:
             _spell_call(node, found)
+            func = node.func
+            # The callee is a call's use, not a reference handed on.
+            if type(func) is cst.Name:
+                found.words.add(func.value)
+                uses.append((func.value, None, no_grad))
+            elif type(func) is cst.Attribute:
+                found.words.add(func.attr.value)
+                uses.append((func.attr.value, _owner(func.value), no_grad))
+                stack.append(func.value)
+            else:
+                stack.append(func)
+            stack.extend(child for child in children(node) if child is not func)
+            continue
+        elif kind is cst.With:
+            inside = grad_mode_of_with(node, no_grad)
+            if inside != no_grad:
+                stack.append(_GradMode(no_grad))
+                no_grad = inside
         elif kind is cst.Subscript:
             # Over-wide (reads count too), but cheap and never misses a write.
             found.defaults_write |= _is_defaults(node.value)
@@ -171,7 +216,12 @@ def _spell(scope: Scope) -> _Spelled:
     return found
 
 
-def _spell_call(node: cst.Call, found: _Spelled) -> None:
+def _owner(receiver: cst.BaseExpression) -> str:
+    """A method's receiver as callers.py tells them apart: "self", or "?" for any other object."""
+    return "self" if type(receiver) is cst.Name and receiver.value == "self" else "?"
+
+
+def _spell_call(node: cst.Call, found: Spelled) -> None:
     found.calls = True
     func = node.func
     # The callee, and what is passed in: a module handed to a helper runs there.
@@ -192,7 +242,7 @@ def _spell_call(node: cst.Call, found: _Spelled) -> None:
             found.defaults_write |= _is_defaults(func.value)
 
 
-def _runs_module(program: Program, scope: Scope, spelled: _Spelled) -> bool:
+def _runs_module(program: Program, scope: Scope, spelled: Spelled) -> bool:
     """Whether the scope calls a module, or hands one to a call (a forward the analysis is sure of)."""
     def is_module(path: str) -> tuple[bool, object]:
         kinds = program.kinds(scope, path)
