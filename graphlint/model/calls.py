@@ -550,7 +550,7 @@ class _CallEvaluator:
         interp._stack.append(func)
         interp.suppress_carried += 1 if outer_carry else 0
         try:
-            known_states = interp.inlined_states.get(memo_key) if known is not None else None
+            known_states = interp.remembered_fixpoint(memo_key) if known is not None else None
             if known_states is not None:
                 # Recording, at a state an earlier fixpoint already solved this
                 # helper from: only the recording pass over its states is left.

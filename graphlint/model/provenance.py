@@ -61,9 +61,9 @@ MAX_INLINE_DEPTH = 3
 _MAX_PARTITION_FLAGS = 1
 # Remembered helper outcomes per file before the memo starts afresh (bounds memory).
 _MAX_INLINED = 4096
-# Their fixpoints (the state before each node), kept for the recording pass, at
-# most this many node states in all: only each call's last solve is read again,
-# and keeping every one doubled the memory of the largest trainers.
+# Their fixpoints (the state before each node), kept for the recording pass:
+# only the last solve at each call position (the one from the caller's final
+# state), and at most this many node states in all (bounds memory).
 _MAX_REMEMBERED_STATES = 20_000
 
 
@@ -349,7 +349,8 @@ class Interpreter:
         # depends on (see inline_key): outer fixpoints re-solve the same call
         # with the same state many times, exponentially so in nested helpers.
         self.inlined: dict[tuple, Inlined] = {}
-        self.inlined_states: dict[tuple, dict[tuple, State]] = {}
+        # Call position (the key without the state) -> (key, fixpoint states).
+        self.inlined_states: dict[tuple, tuple[tuple, dict[tuple, State]]] = {}
         self._remembered_states = 0
 
     # ----- sites -----
@@ -376,7 +377,8 @@ class Interpreter:
 
     # ----- inlining memo -----
     def inline_key(self, func: cst.FunctionDef, frame: "Frame", state: State) -> tuple:
-        """Everything solving ``func`` in ``frame`` from ``state`` depends on."""
+        """Everything solving ``func`` in ``frame`` from ``state`` depends on: where
+        the call stands, then the state (last)."""
         return (
             id(func),
             frame.prefix,
@@ -395,11 +397,20 @@ class Interpreter:
         if len(self.inlined) >= _MAX_INLINED:
             self.forget_inlined()
         self.inlined[key] = outcome
-        self.inlined_states[key] = states
+        position = key[:-1]
+        replaced = self.inlined_states.pop(position, None)
+        if replaced is not None:
+            self._remembered_states -= len(replaced[1])
+        self.inlined_states[position] = (key, states)
         self._remembered_states += len(states)
         while self._remembered_states > _MAX_REMEMBERED_STATES:
             oldest = next(iter(self.inlined_states))
-            self._remembered_states -= len(self.inlined_states.pop(oldest))
+            self._remembered_states -= len(self.inlined_states.pop(oldest)[1])
+
+    def remembered_fixpoint(self, key: tuple) -> dict[tuple, State] | None:
+        """The fixpoint states of the helper solve ``key`` names, if still kept."""
+        entry = self.inlined_states.get(key[:-1])
+        return entry[1] if entry is not None and entry[0] == key else None
 
     def forget_inlined(self) -> None:
         self.inlined.clear()
