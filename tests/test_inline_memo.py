@@ -31,8 +31,8 @@ def test_remembering_solved_helpers_changes_no_finding(path: Path, monkeypatch) 
         # recording pass solves every helper again.
         patch.setattr(provenance, "_MAX_REMEMBERED_STATES", 0)
         assert check_source(source, str(path)) == remembered
-    # Nothing remembered: every key is new.
-    monkeypatch.setattr(provenance.Interpreter, "inline_key", lambda *args: next(_unique))
+    # Nothing remembered: every key (a call position, then a state) is new.
+    monkeypatch.setattr(provenance.Interpreter, "inline_key", lambda *args: (next(_unique), ()))
     assert check_source(source, str(path)) == remembered
 
 
