@@ -179,22 +179,27 @@ class State:
     def get(self, path: str) -> frozenset:
         """The value at ``path`` with its items (``x['h']``), but not its attributes:
         an object's attributes (``model.fake``) are not part of the object's own graph."""
-        value = self.env.get(path, EMPTY)
+        env = self.env
+        value = env.get(path, EMPTY)
+        # (Every env walk here is a plain loop or comprehension over the keys with
+        # one startswith call: states of large trainers hold hundreds of paths.)
         bracket = path + "["
-        for key, other in self.env.items():
-            if other and key.startswith(bracket):
-                value = value | other
+        for key in [k for k in env if k.startswith(bracket)]:
+            value = value | env[key]
         return value
 
     def has(self, path: str) -> bool:
         if path in self.env:
             return True
-        dot, bracket = path + ".", path + "["
-        return any(key.startswith(dot) or key.startswith(bracket) for key in self.env)
+        below = (path + ".", path + "[")
+        for key in self.env:
+            if key.startswith(below):
+                return True
+        return False
 
     def set(self, path: str, value: frozenset) -> None:
-        dot, bracket = path + ".", path + "["
-        for key in [k for k in self.env if k.startswith(dot) or k.startswith(bracket)]:
+        below = (path + ".", path + "[")
+        for key in [k for k in self.env if k.startswith(below)]:
             del self.env[key]
         self.env[path] = value
 
@@ -212,13 +217,17 @@ class State:
         Such a graph cannot be backwarded again; keeping its marks would, once
         stale instances of a site are merged, taint a newer instance of that site.
         """
-        live: set = set()
+        tables = (self.freed, self.traversed, self.stepped)
+        # The marked origins no live variable holds yet: a few, against the
+        # hundreds of origins a large state holds (no union of them all).
+        unreached = set().union(*tables)
         for key, value in self.env.items():
-            if key not in dead:
-                live.update(value)
-        for name in ("freed", "traversed", "stepped"):
-            table = getattr(self, name)
-            for origin in [o for o in table if o not in live]:
+            if not unreached:
+                return
+            if key not in dead and not value.isdisjoint(unreached):
+                unreached -= value
+        for table in tables:
+            for origin in [o for o in table if o in unreached]:
                 del table[origin]
 
     def new_iteration(self, inside, innermost, dead: frozenset = frozenset()) -> None:
@@ -231,8 +240,12 @@ class State:
         loops nested inside this one become OUTER.
         """
         origins = set().union(*self.env.values(), self.freed, self.traversed, self.stepped)
-        chosen = {o for o in origins if o[1] != OUTER and inside(o[0])}
-        outer = {o for o in chosen if not innermost(o[0])}
+        # Asked once per site, not once per origin (a site has an origin per age).
+        sites = {o[0] for o in origins if o[1] != OUTER}
+        inner = {site for site in sites if inside(site)}
+        chosen = {o for o in origins if o[1] != OUTER and o[0] in inner}
+        outer_sites = {site for site in inner if not innermost(site)}
+        outer = {o for o in chosen if o[0] in outer_sites}
         self._age_origins(chosen - outer, outer)
         self.forget_unreachable(dead)
 
@@ -243,10 +256,11 @@ class State:
         both = chosen | outer
         env = self.env
         for key, value in env.items():
+            if value.isdisjoint(both):
+                continue  # most values (no new set built to find that out)
             hit = value & both
-            if hit:
-                # Set operations in C: values can hold hundreds of origins.
-                env[key] = (value - hit) | {older(o) for o in hit & chosen} | {(o[0], OUTER) for o in hit & outer}
+            # Set operations in C: values can hold hundreds of origins.
+            env[key] = (value - hit) | {older(o) for o in hit & chosen} | {(o[0], OUTER) for o in hit & outer}
         for table in (self.freed, self.traversed, self.stepped):
             if table.keys().isdisjoint(both):
                 continue
