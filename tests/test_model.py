@@ -179,6 +179,17 @@ def test_detach_cuts_the_carried_graph():
     assert model.graphs_at(9, "hidden") == set()
 
 
+def test_an_imported_helper_applied_to_a_state_alone_carries_nothing():
+    # `hidden = repackage_hidden(hidden)` with the helper in another file: a state
+    # transform between batches the analysis cannot see (it usually detaches).
+    source = RNN.replace("    out, hidden = rnn(x, hidden)", "    hidden = repackage_hidden(hidden)\n    out, hidden = rnn(x, hidden)")
+    source = "from utils import repackage_hidden\n" + source
+    assert model_of(source, watch=10).graphs_at(10, "hidden") == set()
+    # With a second argument it is an ordinary call: the previous batch's graph comes out.
+    moved = source.replace("repackage_hidden(hidden)", "repackage_hidden(hidden, device)")
+    assert 10 in model_of(moved, watch=10).graphs_at(10, "hidden")
+
+
 def test_values_built_under_no_grad_carry_no_graph():
     source = """
         import torch

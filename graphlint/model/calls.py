@@ -316,7 +316,24 @@ class _CallEvaluator:
             return EMPTY
         if last_part(qualified) == "Tensor" or last_part(qualified)[:1].isupper():
             return self.maybe_leaf_constructor()
+        if self.rebinds_its_only_argument():
+            # `hidden = repackage_hidden(hidden)` with the helper in another file: a
+            # transform of the state between batches (detach, reset, move to a
+            # device) that the analysis cannot see. Precision first: its result
+            # carries no graph the analysis could blame.
+            self.args_value()
+            return EMPTY
         return self.args_value() | self.forward(WEAK, None)
+
+    def rebinds_its_only_argument(self) -> bool:
+        """The call is a whole statement ``x = f(x)``: one positional argument, assigned back to it."""
+        stmt, args = self.ctx.stmt, self.call.args
+        if type(stmt) is not cst.Assign or stmt.value is not self.call or len(stmt.targets) != 1:
+            return False
+        if len(args) != 1 or args[0].keyword is not None or args[0].star:
+            return False
+        target = self.ctx.construct_target
+        return target is not None and self.interp.path(self.frame, args[0].value) == target
 
     def leaf(self) -> frozenset:
         """A tensor that requires grad: graph-bearing from here on, never freed itself."""
