@@ -179,6 +179,28 @@ def test_detach_cuts_the_carried_graph():
     assert model.graphs_at(9, "hidden") == set()
 
 
+def test_an_import_read_before_its_name_is_rebound_is_the_import():
+    # `import model` then `model = model.RNNModel(...)`: the right-hand side calls the
+    # imported module's class, not a method of the model instance bound afterwards.
+    # (`model.train()` makes `model` a module for the whole file.)
+    source = """
+        import model
+        model = model.RNNModel(10, 20)
+        model.train()
+        y = model
+        """
+    assert model_of(source, watch=5).graphs_at(5, "model") == set()
+    bound = """
+        from torch import nn
+        model = nn.LSTM(1, 2)
+        model = model.RNNModel(10, 20)
+        model.train()
+        y = model
+        """
+    # Bound before: a method of the module instance, whose result is a forward's.
+    assert model_of(bound, watch=6).graphs_at(6, "model") == {4}
+
+
 def test_an_imported_helper_applied_to_a_state_alone_carries_nothing():
     # `hidden = repackage_hidden(hidden)` with the helper in another file: a state
     # transform between batches the analysis cannot see (it usually detaches).

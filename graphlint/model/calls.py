@@ -71,9 +71,17 @@ class _CallEvaluator:
         if name is None:
             return None
         root = name.split(".")[0]
-        if root in self.frame.scope.locals or root in self.frame.aliases:
+        if root in self.frame.aliases:
+            return None
+        if root in self.frame.scope.locals and not self._still_the_import(root):
             return None
         return self.program.imports.qualify(expr)
+
+    def _still_the_import(self, name: str) -> bool:
+        """An imported name the scope re-binds later, read before any binding on every
+        path here: ``import model`` then ``model = model.RNNModel(...)`` calls the import."""
+        # (The local's path, as Interpreter.path spells a local that is no alias.)
+        return self.program.imports.is_imported(name) and not self.ctx.state.has(self.frame.prefix + name)
 
     def kinds(self, expr: cst.BaseExpression) -> set[str]:
         return self.interp.kinds(self.frame, expr)
