@@ -152,17 +152,10 @@ def binds(stmt: cst.BaseSmallStatement) -> set[str]:
     return set()
 
 
-# Node class -> the field holding the target it binds (``for x in ...``, ``with ... as x``...).
-_TARGET_FIELDS = {
-    cst.AssignTarget: "target",
-    cst.AugAssign: "target",
-    cst.AnnAssign: "target",
-    # A comprehension's variables are its own; naming them as the scope's
-    # locals keeps them apart from module globals of the same name.
-    cst.CompFor: "target",
-    cst.For: "target",
-    cst.NamedExpr: "target",
-}
+# Nodes binding their ``target`` (``x = ...``, ``for x in ...``, ``(x := ...)``). A
+# comprehension's variables are its own; naming them as the scope's locals keeps
+# them apart from module globals of the same name.
+_TARGET_BINDERS = frozenset({cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.CompFor, cst.For, cst.NamedExpr})
 
 
 def assigned_names(body, imports: bool = False) -> set[str]:
@@ -179,15 +172,14 @@ def assigned_names(body, imports: bool = False) -> set[str]:
             continue
         if kind is cst.Lambda:
             continue
-        field = _TARGET_FIELDS.get(kind)
-        if field is not None:
-            _bind_target(getattr(node, field), names)
+        if kind in _TARGET_BINDERS:
+            names |= bound_names(node.target)
         elif kind is cst.WithItem:
             if node.asname is not None:
-                _bind_target(node.asname.name, names)
+                names |= bound_names(node.asname.name)
         elif kind is cst.ExceptHandler:
             if node.name is not None:
-                _bind_target(node.name.name, names)
+                names |= bound_names(node.name.name)
         elif kind is cst.Global or kind is cst.Nonlocal:
             declared.update(item.name.value for item in node.names)
         elif kind is cst.Import or kind is cst.ImportFrom:
@@ -195,16 +187,6 @@ def assigned_names(body, imports: bool = False) -> set[str]:
                 names |= binds(node)
         stack.extend(children(node))
     return names - declared
-
-
-def _bind_target(target: cst.CSTNode, names: set[str]) -> None:
-    if type(target) is cst.Name:
-        names.add(target.value)
-    elif type(target) in (cst.Tuple, cst.List):
-        for element in target.elements:
-            _bind_target(element.value, names)
-    elif type(target) is cst.StarredElement:
-        _bind_target(target.value, names)
 
 
 def read_names(root: cst.CSTNode) -> set[str]:
