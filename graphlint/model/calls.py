@@ -336,7 +336,7 @@ class _CallEvaluator:
     def rebinds_its_only_argument(self) -> bool:
         """The call is a whole statement ``x = f(x)``: one positional argument, assigned back to it."""
         stmt, args = self.ctx.stmt, self.call.args
-        if type(stmt) is not cst.Assign or stmt.value is not self.call or len(stmt.targets) != 1:
+        if type(stmt) is not cst.Assign or stmt.value is not self.call:
             return False
         if len(args) != 1 or args[0].keyword is not None or args[0].star:
             return False
@@ -567,7 +567,7 @@ class _CallEvaluator:
         memo_key = interp.inline_key(func, frame, state)
         known = interp.inlined.get(memo_key)
         if known is not None and not interp.recording:
-            return self._inlined(func, known.exit_state.copy(), *known.outcome())
+            return self._inlined(func, known, known.exit_state.copy())
         forwards_before = interp.forwards_run
         # A helper that runs a forward is a forward call of its own; the carried
         # state is reported where it is passed in, not again inside the helper.
@@ -581,7 +581,7 @@ class _CallEvaluator:
                 # helper from: only the recording pass over its states is left.
                 frame.returns, frame.returned_elements = known.returns, known.returned_elements
                 interp.record(frame, known_states)
-                return self._inlined(func, known.exit_state.copy(), *known.outcome())
+                return self._inlined(func, known, known.exit_state.copy())
             states = interp.fixpoint(frame, state)
             if interp.recording:
                 interp.record(frame, states)
@@ -595,16 +595,18 @@ class _CallEvaluator:
             interp.remember_inlined(memo_key, outcome, states)
             exit_state = exit_state.copy()
         interp.forwards_run = forwards_before
-        return self._inlined(func, exit_state, *outcome.outcome())
+        return self._inlined(func, outcome, exit_state)
 
-    def _inlined(self, func, exit_state: State, returns, returned_elements, forwards: int) -> frozenset:
-        """Continue the caller after an inlined helper (solved now or remembered)."""
-        self.interp.forwards_run += forwards
-        if forwards:
+    def _inlined(self, func, outcome: Inlined, exit_state: State) -> frozenset:
+        """Continue the caller after an inlined helper (solved now or remembered),
+        from ``exit_state`` (the outcome's own, or a copy of it)."""
+        self.interp.forwards_run += outcome.forwards
+        if outcome.forwards:
             self.interp.runs_forward[func] = True
         self.ctx.state = exit_state
-        if returned_elements:
-            self.ctx.returned_elements = returned_elements
+        if outcome.returned_elements:
+            self.ctx.returned_elements = outcome.returned_elements
+        returns = outcome.returns
         if self.interp.only_leaves(returns - {PARAMS}):
             # `w = weight(n, m)`: a helper handing out leaves (a new parameter) makes
             # no node; what the caller stores is a leaf too.

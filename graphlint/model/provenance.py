@@ -110,9 +110,6 @@ class Inlined:
     returned_elements: list | None | bool
     forwards: int  # forward calls the helper ran
 
-    def outcome(self) -> tuple:
-        return self.returns, self.returned_elements, self.forwards
-
 
 class State:
     __slots__ = ("env", "freed", "traversed", "stepped", "fresh")
@@ -272,7 +269,7 @@ class State:
 
     def refresh(self, site: int) -> None:
         """A new execution of ``site``: its existing nodes age by one execution."""
-        self._age_origins({(site, age) for age in range(OLDEST + 1)})
+        self.refresh_all((site,))
 
     def refresh_all(self, sites) -> None:
         self._age_origins({(site, age) for site in sites for age in range(OLDEST + 1)})
@@ -354,6 +351,7 @@ class Interpreter:
         # The frames being solved, outermost first (each knows its current node).
         self.frames: list[Frame] = []
         self._live: dict[int, dict[int, frozenset[str]]] = {}
+        self._ranks: dict[int, dict[int, int]] = {}
         self.runs_forward: dict[cst.CSTNode, bool] = {}
         # Statements whose in-states the final pass keeps (for queries and tests).
         self.watch: set[int] = set()
@@ -520,8 +518,7 @@ class Interpreter:
         branch the first one took.
         """
         cfg = frame.cfg
-        order = cfg.reverse_postorder()
-        rank = {node: i for i, node in enumerate(order)}
+        rank = self.ranks(cfg)
         start = (cfg.entry, frozenset())
         states: dict[tuple, State] = {start: entry.copy()}
         # Per loop header: the join of its back edges only (the state after one or more iterations).
@@ -600,7 +597,7 @@ class Interpreter:
     def record(self, frame: Frame, states: dict[tuple, State]) -> None:
         """Transfer each node once more from its fixpoint state, now emitting facts."""
         cfg = frame.cfg
-        rank = {node: i for i, node in enumerate(cfg.reverse_postorder())}
+        rank = self.ranks(cfg)
         saved_recording = self.recording
         self.recording = True
         self.frames.append(frame)
@@ -660,6 +657,13 @@ class Interpreter:
                 )
             dead |= known
         return frozenset(dead)
+
+    def ranks(self, cfg: CFG) -> dict[int, int]:
+        """Each node's position in the CFG's reverse postorder (the order states are solved in)."""
+        key = id(cfg)
+        if key not in self._ranks:
+            self._ranks[key] = {node: i for i, node in enumerate(cfg.reverse_postorder())}
+        return self._ranks[key]
 
     def live_names(self, cfg: CFG, entering: bool = False) -> dict[int, frozenset[str]]:
         key = id(cfg)
