@@ -96,8 +96,10 @@ def _bounded_by_reset(facts, acc, accumulating_loop=None) -> bool:
     """Whether a re-assignment of the accumulator (or of its dict or object) bounds it.
 
     Reset inside the accumulating loop (after each step, each log window), or
-    by an enclosing loop that runs the optimizer step while the accumulating
-    loop runs none: the list holds one step's micro-batches, not a history.
+    by an enclosing loop whose own iterations run the optimizer step while the
+    accumulating loop runs none: the list holds one step's micro-batches, not
+    a history. An epoch loop whose steps run in a nested batch loop does not
+    bound a validation sum it re-creates (``total = 0.0`` in a helper it calls).
     """
     accumulating = acc.loop if accumulating_loop is None else accumulating_loop
     roots = _path_and_roots(acc.path)
@@ -106,7 +108,7 @@ def _bounded_by_reset(facts, acc, accumulating_loop=None) -> bool:
             continue
         if loop == accumulating:
             return True
-        if loop in facts.step_loops and accumulating not in facts.step_loops:
+        if loop in facts.stepping_loops and accumulating not in facts.step_loops:
             return True
     return False
 

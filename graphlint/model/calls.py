@@ -214,7 +214,10 @@ class _CallEvaluator:
 
     def step(self, event: ev.StepCall) -> frozenset:
         if self.interp.recording:
-            self.interp.facts.step_loops.update(self.ctx.loop_keys)
+            loops = self.ctx.loop_keys
+            self.interp.facts.step_loops.update(loops)
+            if loops:
+                self.interp.facts.stepping_loops.add(loops[-1])
         if event.closure is not None:
             self._call_closure(event.closure)
         state = self.ctx.state  # after the closure: inlining it replaced the state

@@ -316,6 +316,8 @@ class Facts:
         self.reset_paths: dict[tuple, set[str]] = {}
         # Loops an optimizer step runs in (at any depth).
         self.step_loops: set[tuple] = set()
+        # Loops whose own iterations run an optimizer step (its innermost loop).
+        self.stepping_loops: set[tuple] = set()
 
     def merge(self, other: "Facts") -> None:
         for name, mine in vars(self).items():
