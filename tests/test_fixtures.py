@@ -27,11 +27,6 @@ KNOWN_GAPS = {
         "(reset at the top of forward) taken for history",
     "clean/gl005_criterion_tuple_sample_size.py": "false positive: the int sample size unpacked from the criterion's "
         "tuple shares the backwarded loss's site",
-    # Shapes of corpus files the prefilter drops (no training or evaluation spelling), with a stand-in trainer.
-    "clean/gl005_stack_forward_optional_layer_outputs.py": "false positive: a module forward returning its per-layer "
-        "lists inside a NamedTuple class of the file (StackOutput(hidden, all_hidden_states, all_attentions)): the class "
-        "call is a new value, so the lists are neither the module's returned outputs nor followed into the caller's "
-        "loss, and their appends in the layer loop count as history (a plain tuple return is silent)",
 }
 
 

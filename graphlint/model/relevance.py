@@ -13,12 +13,17 @@ The test is syntactic and deliberately wide, like the prefilter's needles
 (graphlint/prefilter.py): a scope that can reach a backward or a
 hyperparameter write is always kept. For GL005 without a backward it asks
 for more than the analysis does: a call of a module the analysis knows (a
-class of this file, a constructed torch module) or a leaf tensor, a loop
-and an accumulation. A scope it drops can then still record an
-accumulation fed by a weaker forward; on the corpus every such finding was
-a module's own forward collecting its outputs (a false positive), which is
-why the gate asks for more, not less. tests/test_relevance.py holds every
-fixture to identical findings with and without the gate.
+class of this file, a constructed torch module) or a leaf tensor, a loop,
+an accumulation, and a spelling of a training or evaluation loop
+(`model.eval()`, `.train(False)`, `zero_grad`) in the scope or in what it
+calls. A scope it drops can then still record an accumulation fed by a
+weaker forward, or by a forward no such code runs; on the corpus every such
+finding was a module's own forward collecting its outputs (a false
+positive: kornia's ViT, a stacked encoder returning its per-layer lists),
+which is why the gate asks for more, not less. An evaluation helper whose
+caller switches the mode is analysed inside that caller, with the module the
+caller passes. tests/test_relevance.py holds every fixture to the same
+findings with and without the gate, GL005 of clean fixtures excepted.
 """
 
 from __future__ import annotations
@@ -41,9 +46,10 @@ _ORDER_WORDS = _BACKWARD_WORDS | {"step", "zero_grad"}
 # `defaults` is a common attribute name elsewhere: only a write to it counts
 # (`opt.defaults[k] = v`, `opt.defaults.update(...)`).
 _HYPERPARAMETER_WORDS = NEEDLES["GL004"].names - {"defaults"}
-# Words without which a file has no training or evaluation loop, so no GL005.
-_LOOP_FILE_WORDS = NEEDLES["GL005"].names
-_LOOP_FILE_PARTS = NEEDLES["GL005"].name_parts
+# Words that announce a training or evaluation loop (`model.eval()`, `zero_grad`):
+# without one, a scope and what it calls run no loop GL005 reports without a backward.
+_LOOP_WORDS = NEEDLES["GL005"].names
+_LOOP_PARTS = NEEDLES["GL005"].name_parts
 # Spellings of a tensor that requires grad (a leaf: graph-bearing from the start).
 _LEAF_WORDS = frozenset({"requires_grad", "requires_grad_", "Parameter", "autograd"})
 # Methods that add to their receiver, on any receiver (calls.py asks more of the generic ones).
@@ -83,10 +89,6 @@ class Relevant:
 
 
 def relevant_scopes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> Relevant:
-    file_words = set().union(*(s.words for s in spelled.values())) if spelled else set()
-    loops_matter = bool(file_words & _LOOP_FILE_WORDS) or any(
-        part in word for word in file_words for part in _LOOP_FILE_PARTS
-    )
     group_words = _param_group_words(program)
     # `from torch.autograd import grad`: the call is spelled `grad(...)`.
     backward_words = _BACKWARD_WORDS | {
@@ -101,18 +103,26 @@ def relevant_scopes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> Re
 
     triggered = _spelling(spelled, lambda s: backward_trigger(s) or hyperparameter_trigger(s))
     provenance = _closure(program, spelled, triggered)
-    if loops_matter:
-        # GL005 without a backward: an accumulation in a loop that runs a forward
-        # GL005 can be sure of (a module of this file, a leaf tensor). The three
-        # may sit in different helpers: each is looked for through named scopes.
+    # GL005 without a backward: an accumulation in a loop that runs a forward
+    # GL005 can be sure of (a module of this file, a leaf tensor), in code that
+    # announces a training or evaluation loop (`model.eval()`, `zero_grad`). The
+    # four may sit in different helpers: each is looked for through named scopes.
+    announcing = _spelling(spelled, _announces_a_loop)
+    if announcing:
         for node, scope in program.scopes.items():
             spelled[node].forward = spelled[node].forward or _runs_module(program, scope, spelled[node])
         forward = _closure(program, spelled, _spelling(spelled, lambda s: s.forward))
         loop = _closure(program, spelled, _spelling(spelled, lambda s: s.loop))
         accumulation = _closure(program, spelled, _spelling(spelled, lambda s: s.accumulation))
-        provenance |= _closure(program, spelled, forward & loop & accumulation)
+        announced = _closure(program, spelled, announcing)
+        provenance |= _closure(program, spelled, forward & loop & accumulation & announced)
     order = _spelling(spelled, lambda s: backward_trigger(s) or bool(s.words & _ORDER_WORDS))
     return Relevant(provenance=provenance, order=_closure(program, spelled, order))
+
+
+def _announces_a_loop(s: Spelled) -> bool:
+    """Spells a training or evaluation loop's housekeeping (the prefilter's GL005 needle)."""
+    return bool(s.words & _LOOP_WORDS) or any(part in word for word in s.words for part in _LOOP_PARTS)
 
 
 def _spelling(spelled: dict, trigger) -> set:
