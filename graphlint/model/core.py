@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from graphlint.model.callers import only_called_without_grad
 from graphlint.model.gradorder import Violation, analyse_order
+from graphlint.model.positions import Positions
 from graphlint.model.program import Program
 from graphlint.model.relevance import Relevant, relevant_scopes, spell_scopes
 from graphlint.model.walk import analysing
@@ -27,34 +27,6 @@ class Span:
 class Diagnostic:
     span: Span
     message: str
-
-
-class Positions:
-    """Node positions, computed on first use.
-
-    libcst computes positions with a code-generation pass over the whole
-    module, which cost about a quarter of the analysis; most files have no
-    finding and never need a single position.
-    """
-
-    def __init__(self, module: libcst.Module) -> None:
-        self._module = module
-        self._table = None
-
-    def _resolved(self):
-        if self._table is None:
-            wrapper = MetadataWrapper(self._module, unsafe_skip_copy=True)
-            self._table = wrapper.resolve(PositionProvider)
-        return self._table
-
-    def __getitem__(self, node: libcst.CSTNode):
-        return self._resolved()[node]
-
-    def __contains__(self, node: libcst.CSTNode) -> bool:
-        return node in self._resolved()
-
-    def items(self):
-        return self._resolved().items()
 
 
 @dataclass
