@@ -325,6 +325,9 @@ class _CallEvaluator:
         if qualified.startswith(_NON_TORCH_CUTTING_ROOTS) or qualified.split(".")[0] in ("math", "numpy", "random", "time", "os", "json", "logging"):
             self.args_value()
             return EMPTY
+        if qualified.startswith("collections."):
+            # `defaultdict(list)`, `deque(losses, maxlen=k)`: a container of what it is given.
+            return self.args_value()
         if last_part(qualified) == "Tensor" or last_part(qualified)[:1].isupper():
             return self.maybe_leaf_constructor()
         if self.rebinds_its_only_argument():
@@ -406,7 +409,7 @@ class _CallEvaluator:
             return EMPTY if self.ctx.no_grad else frozenset({PARAMS})
         if kinds & {OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR} and method not in ("scale",):
             if method == "prepare":
-                return self.args_value()
+                return self.prepared()
             self.args_value()
             return EMPTY
         attribute_kinds = self.kinds(func)
@@ -441,6 +444,18 @@ class _CallEvaluator:
         if type(owner) is cst.Name and owner.value in ("self", "cls"):
             return self.args_value() | self.forward(LIKELY, func)
         return owner_value | self.args_value() | self.forward(WEAK, None)
+
+    def prepared(self) -> frozenset:
+        """``model, optimizer = accelerator.prepare(model, optimizer)``: each object back
+        in its place, wrapped (so the model does not take on the optimizer's values)."""
+        args = self.call.args
+        if args and all(arg.keyword is None and not arg.star for arg in args):
+            elements = [self.ctx.eval(arg.value) for arg in args]
+            if len(elements) > 1:
+                self.ctx.returned_elements = elements
+            self.ctx.passed_through = self.call
+            return frozenset().union(*elements)
+        return self.args_value()
 
     def file_method(self, func: cst.BaseExpression):
         """(class, method) when ``func`` is ``obj.method`` of an instance of a class of this file."""
@@ -477,7 +492,7 @@ class _CallEvaluator:
             return
         if path is None:
             return
-        stored = self.ctx.materialise(added) if added - {NEW} else EMPTY
+        stored = self.ctx.collected([arg.value for arg in self.call.args], added)
         if stored:
             self.ctx.state.add(path, stored)
         self.ctx._accumulation(owner, added - {NEW}, stored)

@@ -812,6 +812,9 @@ class _StmtContext:
         self.leaf_created = False
         # Set by an inlined call whose helper returns a tuple: its per-position values.
         self.returned_elements: list | None = None
+        # The call that handed its arguments back unchanged (`accelerator.prepare`): a
+        # statement that is only that call stores them as they are, building no node.
+        self.passed_through: cst.Call | None = None
 
     # ----- statements -----
     def statement(self, stmt: cst.CSTNode) -> None:
@@ -860,8 +863,19 @@ class _StmtContext:
     def _stored(self, expr: cst.BaseExpression) -> frozenset:
         """The value a statement stores: a node of its own, unless it only reads (``x = y``)."""
         value = self.eval(expr)
+        if self.passed_through is expr:
+            return value
         if _reads_only(expr) or (_display_of_reads(expr) and self.interp.only_leaves(value)):
             return value  # `params = [w_xh, w_hh, b]` holds the leaves themselves
+        return self.materialise(value)
+
+    def collected(self, exprs, value: frozenset) -> frozenset:
+        """What a container keeps when ``exprs`` are put in it: parameters or leaves as
+        they are (``by_mesh[k].append(p)`` builds no node), else a node of this statement."""
+        if not value - {NEW}:
+            return EMPTY
+        if all(_held(expr) for expr in exprs) and self.interp.only_leaves(value - {NEW, ELEMENT}):
+            return value - {NEW}
         return self.materialise(value)
 
     def _record_returned_elements(self, values) -> None:
@@ -898,6 +912,10 @@ class _StmtContext:
                 stored = self.materialise(whole)
                 for item in targets:
                     self.assign(item, stored)
+                return True
+            if self.passed_through is value_expr:
+                for item, value in zip(targets, values):
+                    self.assign(item, value)
                 return True
             values = [v | (whole & {NEW}) for v in values]
         else:
@@ -1013,6 +1031,14 @@ class _StmtContext:
             self.interp.facts.hyperparameters.append(
                 ev.HyperparameterWrite(self.stmt, target, value, self.loop)
             )
+
+    def _reads_a_hyperparameter(self, expr: cst.Subscript) -> bool:
+        """``group["lr"]``, ``opt.param_groups[0]["lr"]``: a hyperparameter the code has
+        not written here (a write is read back above), not the group's parameters."""
+        if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
+            return False
+        key = constant_string(expr.slice[0].slice.value)
+        return key is not None and key != "params" and self._is_param_group(expr.value)
 
     def _is_param_group(self, expr: cst.BaseExpression) -> bool:
         if PARAM_GROUP in self.interp.kinds(self.frame, expr):
@@ -1172,6 +1198,8 @@ class _StmtContext:
         path = self.interp.path(self.frame, expr)
         if path is not None and self.state.has(path):
             return self.state.get(path)
+        if self._reads_a_hyperparameter(expr):
+            return EMPTY
         single = True
         for element in expr.slice:
             if type(element.slice) is cst.Index:
@@ -1258,10 +1286,31 @@ def _reads_only(expr: cst.BaseExpression) -> bool:
 
 
 def _display_of_reads(expr: cst.BaseExpression) -> bool:
-    """``[w, self.b]``, ``(h, c)``: a list or tuple of plain reads."""
-    return type(expr) in (cst.List, cst.Tuple) and all(
-        type(element) is cst.Element and _reads_only(element.value) for element in expr.elements
-    )
+    """``[w, self.b]``, ``(h, c)``, ``[{"params": [p for n, p in named], "lr": lr}]``: a
+    container display or comprehension that only holds plain reads and constants,
+    computing nothing from them."""
+    kind = type(expr)
+    if kind in (cst.List, cst.Tuple, cst.Set):
+        # (`[*a, b]`: a starred element is a read spread out.)
+        return all(_held(element.value) for element in expr.elements)
+    if kind is cst.Dict:
+        return all(
+            _held(element.value) and (type(element) is cst.StarredDictElement or _held(element.key))
+            for element in expr.elements
+        )
+    if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp):
+        return _held(expr.elt)
+    if kind is cst.DictComp:
+        return _held(expr.key) and _held(expr.value)
+    return False
+
+
+def _held(expr: cst.BaseExpression) -> bool:
+    """A value a display holds as it is: a read, a constant, or a display of such."""
+    return _reads_only(expr) or type(expr) in _CONSTANTS or _display_of_reads(expr)
+
+
+_CONSTANTS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float, cst.Imaginary)
 
 
 def _names_in(expr: cst.CSTNode):
