@@ -212,6 +212,58 @@ def test_an_imported_helper_applied_to_a_state_alone_carries_nothing():
     assert 10 in model_of(moved, watch=10).graphs_at(10, "hidden")
 
 
+def test_prepare_hands_each_object_back_in_its_place():
+    # `model, optimizer = accelerator.prepare(model, optimizer)` wraps each object:
+    # the model must not take on what the other arguments carry.
+    source = """
+        from accelerate import Accelerator
+        from torch import nn
+        accelerator = Accelerator()
+        net = nn.Linear(2, 2)
+        h = net(x)
+        wrapped, other = accelerator.prepare(net, h)
+        y = wrapped
+        """
+    assert model_of(source, watch=8).graphs_at(8, "wrapped") == set()
+    assert model_of(source, watch=8).graphs_at(8, "other") == {6}
+
+
+def test_a_container_of_parameters_is_no_graph():
+    # Parameter groups only collect the parameters: no operation, no node.
+    source = """
+        from torch import nn
+        net = nn.Linear(2, 2)
+        groups = [{"params": [p for n, p in net.named_parameters()], "weight_decay": 0.0}]
+        kept = []
+        for p in net.parameters():
+            kept.append(p)
+        y = groups
+        """
+    model = model_of(source, watch=8)
+    assert model.graphs_at(8, "groups") == set()
+    assert model.graphs_at(8, "kept") == set()
+    # Computing from them is an operation on parameters: a node.
+    scaled = source.replace('[p for n, p in net.named_parameters()]', '[p * 2 for n, p in net.named_parameters()]')
+    assert model_of(scaled, watch=8).graphs_at(8, "groups") == {4}
+
+
+def test_a_hyperparameter_read_from_a_param_group_is_not_the_group():
+    source = """
+        from torch import nn
+        from optimizers import Optim
+        net = nn.Linear(2, 2)
+        h = net(x)
+        opt = Optim(h)
+        for group in opt.param_groups:
+            lr = group["lr"]
+            params = group["params"]
+        y = lr
+        """
+    model = model_of(source, watch=10)
+    assert model.graphs_at(10, "lr") == set()
+    assert model.graphs_at(10, "params")  # the group's own parameters still come along
+
+
 def test_values_built_under_no_grad_carry_no_graph():
     source = """
         import torch
