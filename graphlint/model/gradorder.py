@@ -1217,8 +1217,19 @@ def _join(old, new, entering_loop: bool):
     elif must is None:
         joined, joined_deferred = old_must, old_deferred
     else:
-        joined, joined_deferred = old_must & must, old_deferred & deferred
-    return (joined, joined_deferred, old_fresh | fresh, old_applied | applied)
+        joined, joined_deferred = _meet(old_must, must), _meet(old_deferred, deferred)
+    # The old parts themselves when nothing is added: the caller's `!=` then
+    # compares them by identity (most joins at a visited point change nothing).
+    return (
+        joined,
+        joined_deferred,
+        old_fresh if fresh <= old_fresh else old_fresh | fresh,
+        old_applied if applied <= old_applied else old_applied | applied,
+    )
+
+
+def _meet(old: frozenset, new: frozenset) -> frozenset:
+    return old if old <= new else old & new
 
 
 def analyse_order(program: Program, code, line=lambda node: 0, entry_points=None) -> list[Violation]:
