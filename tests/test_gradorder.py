@@ -744,3 +744,74 @@ def test_a_name_never_set_to_none_stays_unknown():
     """,
         [("b", "# here", "opt")],
     )
+
+
+# ----- flags: a parameter tested twice in one call is one value -----
+def _in_function(body: str) -> str:
+    return "def steps(model, opt, data, accumulate):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+
+
+def test_a_parameter_tested_twice_takes_the_same_branch_both_times():
+    # `if optimizer:` guarding both the zero_grad and the step (opacus' test helper):
+    # no path skips the one and takes the other.
+    check(
+        _in_function(
+            """
+            for x in data:
+                if opt:
+                    opt.zero_grad()
+                model(x).sum().backward()
+                if opt:
+                    opt.step()
+            """
+        ),
+        [],
+    )
+    check(
+        _in_function(
+            """
+            for x in data:
+                if not accumulate:
+                    opt.zero_grad()
+                model(x).sum().backward()
+                if not accumulate:
+                    opt.step()
+            """
+        ),
+        [],
+    )
+
+
+def test_a_flag_the_loop_re_binds_is_tested_afresh():
+    check(
+        _in_function(
+            """
+            for x in data:
+                if accumulate:
+                    opt.zero_grad()
+                model(x).sum().backward()  # here
+                accumulate = not accumulate
+                if accumulate:
+                    opt.step()
+            """
+        ),
+        [("b", "# here", "opt")],
+    )
+
+
+def test_opposite_tests_of_one_flag_still_find_the_missing_zero_grad():
+    # zero_grad only when accumulating, step only when not: every step applies
+    # every backward since the last zero_grad, which never runs on that path.
+    check(
+        _in_function(
+            """
+            for x in data:
+                if accumulate:
+                    opt.zero_grad()
+                model(x).sum().backward()  # here
+                if not accumulate:
+                    opt.step()
+            """
+        ),
+        [("b", "# here", "opt")],
+    )

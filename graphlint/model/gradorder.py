@@ -42,6 +42,8 @@ MAX_DEPTH = 3
 # Moduli used for the counters of periodic guards (at most three counters).
 _PERIODS = (4, 3, 5)
 _BUDGET = 50_000
+# Flags (parameters tested twice, see OrderAnalysis) followed per path, at most.
+_MAX_FLAGS = 3
 # Methods on these objects are framework calls that never clear gradients.
 _NOT_CLEARING_OWNERS = frozenset({SCALER, SCHEDULER, OPTIMIZER, MODULE, ACCELERATOR})
 # Answers of `relation`: does an event clear an optimizer's gradients?
@@ -75,6 +77,9 @@ class ENode:
     back_branch: object = None  # for a test: the branch its back edge is (True/False)
     loop_test: bool = False  # the node whose True/False edges enter/leave a loop's body
     fixed: object = None  # a test decided by a helper's literal argument (True/False)
+    # For a test: (splice, parameters the spliced scope never re-binds): the same
+    # parameter tested twice in one splice is one value (see OrderAnalysis.flags).
+    constant: tuple | None = None
 
 
 @dataclass
@@ -101,6 +106,7 @@ class EventGraph:
         self.program = program
         self.nodes: list[ENode] = []
         self.stack: list[cst.CSTNode] = []
+        self._splices = 0
         self._scopes_by_key = {scope.key: scope for scope in program.scopes.values()}
         # Per file: CFGs and call lists of scopes that are spliced in many times.
         self.cache = cache if cache is not None else {}
@@ -142,6 +148,8 @@ class EventGraph:
         (`train_step(..., do_backward=False)`), which decide tests on them."""
         cfg = self._cfg(scope)
         self._constants = constants or {}
+        self._splices += 1
+        constant = (self._splices, frozenset(p for p in scope.params if p not in scope.assigned))
         side = {
             node.id
             for node in cfg.nodes
@@ -177,6 +185,8 @@ class EventGraph:
             self._constants = constants
             if node.kind == IF:
                 self.nodes[last].fixed = _decide(node.stmt.test, constants)
+            if node.kind in (IF, WHILE):
+                self.nodes[last].constant = constant
             mapping[node.id] = (first.id, last)
         for node in cfg.nodes:
             last = self.nodes[mapping[node.id][1]]
@@ -521,6 +531,22 @@ def _null_test(test: cst.BaseExpression):
     return None
 
 
+def _flag_test(test: cst.BaseExpression) -> tuple[str, str, int] | None:
+    """(name, kind, status its True branch means) for `name` / `not name` (kind
+    "truth") and `name is None` / `name is not None` (kind "none")."""
+    negated = False
+    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        negated, test = not negated, test.expression
+    if type(test) is cst.Name and test.value not in _LITERALS:
+        name, kind, if_true = test.value, "truth", 2
+    else:
+        null = _null_test(test)
+        if null is None:
+            return None
+        name, kind, if_true = null[0], "none", 2 if null[1] else 1
+    return name, kind, (3 - if_true) if negated else if_true
+
+
 def _null_tests(test: cst.BaseExpression) -> list:
     if type(test) is cst.BooleanOperation:
         return _null_tests(test.left) + _null_tests(test.right)
@@ -795,6 +821,24 @@ class OrderAnalysis:
             for node in graph.nodes
             if any(n in self.nulls for n, _ in node.assigns)
         }
+        # Flags: a parameter its scope never re-binds, tested by truth (`if optimizer:`)
+        # or against None at two tests or more of one splice. Its value cannot change
+        # between those tests, so the branch the first took decides the others
+        # (0 unknown, 1 false / None, 2 true / not None).
+        tests: dict[tuple, list[tuple[int, int]]] = {}
+        for node in graph.nodes:
+            found = _flag_test(node.test) if node.test is not None and node.constant else None
+            if found is not None and found[0] in node.constant[1] and found[0] not in self.nulls:
+                name, kind, if_true = found
+                tests.setdefault((node.constant[0], name, kind), []).append((node.id, if_true))
+        self.flags = [flag for flag, tested in tests.items() if len(tested) > 1][:_MAX_FLAGS]
+        first = len(self.keys) + len(self.nulls)
+        # Test node -> (its flag's position in the residue, the status its True branch means).
+        self.flag_tests = {
+            node_id: (first + index, if_true)
+            for index, flag in enumerate(self.flags)
+            for node_id, if_true in tests[flag]
+        }
         self.incrementers = {
             node.id: [k for k in self.keys if k[0] == node.increments]
             for node in graph.nodes
@@ -912,8 +956,8 @@ class OrderAnalysis:
             return  # no backward feeds this optimizer: nothing to clear or apply twice
         skips = self._skip_edges(optimizer)
         # Counter residues, then None-ness of `self.nulls` (0 unknown, 1 None, 2 not None).
-        start = tuple(self.start.get(key, 0) for key in self.keys) + (0,) * len(
-            self.nulls
+        start = tuple(self.start.get(key, 0) for key in self.keys) + (0,) * (
+            len(self.nulls) + len(self.flags)
         )
         empty = frozenset()
         # state: (must or None for "not decided yet", deferred, fresh, applied)
@@ -968,6 +1012,10 @@ class OrderAnalysis:
     def _successors(self, node_id: int, residue: tuple):
         node = self.graph.nodes[node_id]
         residue = self._increment(node_id, residue)
+        flag = self.flag_tests.get(node_id)
+        if flag is not None:
+            yield from self._flag_successors(node, flag, residue)
+            return
         test = self.guards.get(node_id)
         value = taint_true = None
         if test is not None:
@@ -996,6 +1044,25 @@ class OrderAnalysis:
             if self.graph.nodes[succ].header:
                 next_residue = self._enter_loop(succ, residue, label == BACK)
             yield succ, label, next_residue, taint
+
+    def _flag_successors(self, node: ENode, flag: tuple[int, int], residue: tuple):
+        """The branches of a flag's test: the one its earlier test took, or both,
+        each remembering its outcome."""
+        position, if_true = flag
+        status = residue[position]
+        for succ, label in node.succ:
+            branch = node.back_branch if label == BACK else label
+            next_residue = residue
+            if branch in (True, False):
+                if node.fixed is not None and branch != node.fixed:
+                    continue
+                taken = if_true if branch else 3 - if_true
+                if status not in (0, taken):
+                    continue
+                next_residue = residue[:position] + (taken,) + residue[position + 1:]
+            if self.graph.nodes[succ].header:
+                next_residue = self._enter_loop(succ, next_residue, label == BACK)
+            yield succ, label, next_residue, False
 
     def _evaluate(self, test, residue: tuple, unknown):
         if type(test) is cst.BooleanOperation:
