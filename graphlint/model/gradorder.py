@@ -1012,13 +1012,15 @@ class OrderAnalysis:
     def _successors(self, node_id: int, residue: tuple):
         node = self.graph.nodes[node_id]
         residue = self._increment(node_id, residue)
+        # A flag's test takes the branch its earlier test took (or both, each
+        # remembering its outcome); a guard's is decided by the residue.
         flag = self.flag_tests.get(node_id)
-        if flag is not None:
-            yield from self._flag_successors(node, flag, residue)
-            return
-        test = self.guards.get(node_id)
+        test = None if flag is not None else self.guards.get(node_id)
         value = taint_true = None
-        if test is not None:
+        if flag is not None:
+            status = residue[flag[0]]
+            value = None if status == 0 else status == flag[1]
+        elif test is not None:
             value = self._evaluate(test, residue, unknown=None)
             # `periodic or other`: taking the branch only `other` allows is not certain.
             taint_true = (
@@ -1036,33 +1038,18 @@ class OrderAnalysis:
                 and branch != node.fixed
             ):
                 continue
-            if test is not None and branch in (True, False):
+            next_residue = residue
+            if (test is not None or flag is not None) and branch in (True, False):
                 if value is not None and value != branch:
                     continue
                 taint = bool(taint_true and branch is True)
-            next_residue = residue
-            if self.graph.nodes[succ].header:
-                next_residue = self._enter_loop(succ, residue, label == BACK)
-            yield succ, label, next_residue, taint
-
-    def _flag_successors(self, node: ENode, flag: tuple[int, int], residue: tuple):
-        """The branches of a flag's test: the one its earlier test took, or both,
-        each remembering its outcome."""
-        position, if_true = flag
-        status = residue[position]
-        for succ, label in node.succ:
-            branch = node.back_branch if label == BACK else label
-            next_residue = residue
-            if branch in (True, False):
-                if node.fixed is not None and branch != node.fixed:
-                    continue
-                taken = if_true if branch else 3 - if_true
-                if status not in (0, taken):
-                    continue
-                next_residue = residue[:position] + (taken,) + residue[position + 1:]
+                if flag is not None:
+                    position, if_true = flag
+                    taken = if_true if branch else 3 - if_true
+                    next_residue = residue[:position] + (taken,) + residue[position + 1:]
             if self.graph.nodes[succ].header:
                 next_residue = self._enter_loop(succ, next_residue, label == BACK)
-            yield succ, label, next_residue, False
+            yield succ, label, next_residue, taint
 
     def _evaluate(self, test, residue: tuple, unknown):
         if type(test) is cst.BooleanOperation:
