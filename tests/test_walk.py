@@ -1,4 +1,4 @@
-"""The model's own child lists must be exactly libcst's ``children``, in the same order."""
+"""The model's own child lists must be exactly libcst's ``children`` without formatting, in the same order."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from graphlint.model.walk import analysing, children
+from graphlint.model.walk import FORMATTING, analysing, children
 
 FIXTURES = sorted(Path(__file__).parent.parent.joinpath("fixtures").rglob("*.py"))
 
@@ -57,7 +57,8 @@ def _pairs(module: cst.Module):
     stack = [module]
     while stack:
         node = stack.pop()
-        yield node, tuple(node.children)
+        meaningful = tuple(child for child in node.children if not isinstance(child, FORMATTING))
+        yield node, meaningful
         stack.extend(node.children)
 
 
@@ -68,3 +69,13 @@ def test_children_match_libcst(source):
         for node, expected in _pairs(module):
             got = children(node)
             assert [id(c) for c in got] == [id(c) for c in expected], type(node).__name__
+
+
+def test_formatting_is_left_out():
+    call = cst.parse_expression("f( a ,  # why\n  b=(c) )")
+    with analysing():
+        assert [type(child) for child in children(call)] == [cst.Name, cst.Arg, cst.Arg]
+        keyword = children(call)[2]
+        assert [type(child) for child in children(keyword)] == [cst.Name, cst.Name]
+        line = cst.parse_statement("x = 1  # note\n")
+        assert children(line) == (line.body[0],)  # no trailing comment, no newline
