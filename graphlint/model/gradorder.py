@@ -845,6 +845,7 @@ class OrderAnalysis:
             if node.increments
         }
         self._owners: dict[int, set[str]] = {}
+        self._models_of: dict[str, set[str]] = {}  # optimizer -> models its steps update
 
     def _binding_loop(self, node: ENode, name: str) -> int | None:
         header = node.loop
@@ -934,13 +935,16 @@ class OrderAnalysis:
         return MAYBE
 
     def _models(self, optimizer: str) -> set[str]:
-        return {
-            model
-            for node in self.graph.nodes
-            for step in node.events
-            if step.kind == "S" and step.target == optimizer
-            for model in step.models
-        }
+        models = self._models_of.get(optimizer)
+        if models is None:
+            models = self._models_of[optimizer] = {
+                model
+                for node in self.graph.nodes
+                for step in node.events
+                if step.kind == "S" and step.target == optimizer
+                for model in step.models
+            }
+        return models
 
     # ----- the dataflow -----
     def _solve(self, optimizer: str) -> None:
