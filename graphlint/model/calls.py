@@ -425,7 +425,10 @@ class _CallEvaluator:
             if is_module_housekeeping(method):
                 self.args_value()
                 return EMPTY
-            return self.args_value() | self.forward(CERTAIN, owner)
+            # A method of a module other than its forward (`model.encode(x)`, `ac.act(obs)`)
+            # may run one, or may run under no_grad (`act`, `predict`, `generate`).
+            strength = CERTAIN if method in ("forward", "__call__") else LIKELY
+            return self.args_value() | self.forward(strength, owner)
         if method == "clear" and not self.call.args:
             path = self.interp.path(self.frame, owner)
             if path is not None:
