@@ -825,9 +825,12 @@ class _StmtContext:
                 if self._unpack(stmt.targets[0].target, stmt.value):
                     return
             value = self._stored(stmt.value)
+            # What was re-created in this iteration before the statement (`acc = acc + x`
+            # does not re-create acc; an `x = f(x)` after `x = g()` reads this iteration's x).
+            fresh_before = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
             for target in stmt.targets:
                 self.assign(target.target, value)
-            self._check_rebinding_accumulation(stmt, value)
+            self._check_rebinding_accumulation(stmt, value, fresh_before)
         elif type(stmt) is cst.AnnAssign:
             if stmt.value is not None:
                 self.assign(stmt.target, self.materialise(self.eval(stmt.value)))
@@ -1089,7 +1092,7 @@ class _StmtContext:
                 for loop in self.loop_keys:
                     self.interp.facts.reset_paths.setdefault(loop, set()).add(path)
 
-    def _check_rebinding_accumulation(self, stmt: cst.Assign, value: frozenset) -> None:
+    def _check_rebinding_accumulation(self, stmt: cst.Assign, value: frozenset, fresh_before: dict) -> None:
         """``acc = acc + x`` accumulates like ``acc += x``; so does ``d[k] = d.get(k, 0) + x``."""
         if len(stmt.targets) != 1 or type(stmt.value) is not cst.BinaryOperation:
             return
@@ -1106,10 +1109,8 @@ class _StmtContext:
             return
         added = self.eval_quiet(others[0])
         # The accumulator was re-bound by this very statement: undo its freshness.
-        for loop in self.loop_keys:
-            previous = self.state.fresh.get(loop, EMPTY)
-            self.state.fresh[loop] = previous
-        self._accumulation(target, added, value, rebinding=True)
+        self.state.fresh.update(fresh_before)
+        self._accumulation(target, added, value)
 
     def _reads_accumulator(self, operand, path: str | None, container: str | None) -> bool:
         """Whether ``operand`` reads the accumulator: ``acc``, or for ``d[k]``: ``d[k]`` / ``d.get(k, 0)``."""
@@ -1121,7 +1122,7 @@ class _StmtContext:
             return self.interp.path(self.frame, operand.func.value) == container
         return False
 
-    def _accumulation(self, target, added: frozenset, stored: frozenset, rebinding: bool = False) -> None:
+    def _accumulation(self, target, added: frozenset, stored: frozenset) -> None:
         if not self.interp.recording or self.loop is None:
             return
         path = self.interp.path(self.frame, target)
@@ -1131,11 +1132,7 @@ class _StmtContext:
             return
         outlived = []
         for loop in self.loop_keys:
-            fresh = self.state.fresh.get(loop, EMPTY)
-            if rebinding:
-                # The assignment itself marked `path` fresh; look at the freshness before it.
-                fresh = fresh - {path}
-            if self._outlives(path, fresh):
+            if self._outlives(path, self.state.fresh.get(loop, EMPTY)):
                 outlived.append(loop)
         self.interp.facts.accumulations.append(
             ev.Accumulation(
