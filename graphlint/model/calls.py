@@ -276,6 +276,9 @@ class _CallEvaluator:
                 return self.qualified_call(qualified)
             return self.args_value()
         kinds = self.kinds(func)
+        aliased = self.program.class_aliased(kinds)
+        if aliased is not None:
+            return self.construct(aliased)
         if self.program.is_frozen(kinds):
             return self.frozen_call()
         cls = self.program.class_of_instance(kinds)

@@ -34,6 +34,7 @@ SCALER = "scaler"
 ACCELERATOR = "accelerator"
 PARAM_GROUP = "param_group"
 INSTANCE = "instance:"  # + class name
+CLASS = "class:"  # + class name: the class itself, under another name (`model_class = Net`)
 CONTAINER = "container"  # a list, dict, set or deque built in this scope
 # A name called like a model (`model(x)`, `self.net(x)`) that is not a function,
 # class or import: a model, a loss module or a callback, for what an unknown call
@@ -225,9 +226,16 @@ class Program:
         return FROZEN in kinds or (cls is not None and cls.frozen)
 
     def class_of_instance(self, kinds: set[str]) -> ClassInfo | None:
+        return self._class_named(kinds, INSTANCE)
+
+    def class_aliased(self, kinds: set[str]) -> ClassInfo | None:
+        """The class of this file a name holds (`model_class = Net`: calling it constructs)."""
+        return self._class_named(kinds, CLASS)
+
+    def _class_named(self, kinds: set[str], prefix: str) -> ClassInfo | None:
         for kind in sorted(kinds):  # sets of str iterate in a per-process hash order
-            if kind.startswith(INSTANCE):
-                return self.classes.get(kind[len(INSTANCE):])
+            if kind.startswith(prefix):
+                return self.classes.get(kind[len(prefix):])
         return None
 
 
@@ -386,6 +394,11 @@ class _KindCollector:
             if source:
                 for kind in self.program.kinds(self.scope, source):
                     yield kind, self.program.optimizer_models(self.scope, source)
+            # (At module level the `class` statement itself binds the name.)
+            if type(value) is cst.Name and source in self.program.classes and (
+                self.scope.key == "<module>" or source not in self.scope.locals
+            ):
+                yield CLASS + source, None
             return
         if type(value) is not cst.Call:
             return
@@ -418,7 +431,7 @@ class _KindCollector:
         if last_part(name) in ("DistributedDataParallel", "DataParallel", "DDP", "FSDP", "compile") and value.args:
             yield from self._kinds_of_value(value.args[0].value)
             return
-        cls = self.program.classes.get(name)
+        cls = self.program.classes.get(name) or self.program.class_aliased(self.program.kinds(self.scope, name))
         if cls is not None:
             yield INSTANCE + cls.name, None
             if cls.is_module:
