@@ -47,17 +47,24 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
     for call, fact in reported_carries(model).items():
         state = model.code(fact.argument)
         forward_line = model.site_line(fact.origin[0])
-        how = (
-            "kept alive by retain_graph=True, so every backward walks all earlier batches"
-            if fact.freed_by is None
-            else f"freed by the backward at line {model.line(fact.freed_by)}"
-        )
+        how = _how_carried(model, fact)
         yield model.diagnostic(
             call,
             f"hidden state '{state}' carries the graph of the forward at line {forward_line} "
             f"into the next iteration ({how}); detach it before this call "
             f"({_detach_hint(state)})",
         )
+
+
+def _how_carried(model: ModuleModel, fact) -> str:
+    if fact.freed_by is not None:
+        return f"freed by the backward at line {model.line(fact.freed_by)}"
+    walker = fact.traversed_by
+    if any(backward.call is walker and backward.retain for backward in model.facts.backwards):
+        return "kept alive by retain_graph=True, so every backward walks all earlier batches"
+    # Not known to be freed (a graph reached through a container element, say):
+    # name the backward that walks it, and claim no retain_graph the code does not spell.
+    return f"walked again by the backward at line {model.line(walker)}, and by every later one"
 
 
 def reported_carries(model: ModuleModel) -> dict:
