@@ -17,6 +17,7 @@ import pytest
 from graphlint.checker import check_source
 from graphlint.model import core
 from graphlint.model.program import Program
+from graphlint.model.callers import run_by_the_module_alone
 from graphlint.model.relevance import Relevant, relevant_scopes, spell_scopes
 
 FIXTURES = sorted(
@@ -145,3 +146,48 @@ def test_an_evaluation_helper_switched_by_its_caller_is_analysed_in_the_caller()
     )
     assert "main" in provenance
     assert "validate" not in provenance  # no mode switch of its own: its caller's
+
+
+def _no_main_is_covered(program, spelled) -> frozenset:
+    return frozenset()
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(p.parent.parent)))
+def test_a_main_analysed_only_inside_the_module_body_changes_no_finding(path: Path, monkeypatch) -> None:
+    source = path.read_bytes()
+    covered = check_source(source, str(path))
+    monkeypatch.setattr(core, "run_by_the_module_alone", _no_main_is_covered)
+    assert check_source(source, str(path)) == covered
+
+
+def _covered_keys(source: str) -> set[str]:
+    program = Program(cst.parse_module(source))
+    return {program.scopes[node].key for node in run_by_the_module_alone(program, spell_scopes(program))}
+
+
+_SCRIPT = (
+    "import torch\n"
+    "def helper(model):\n"
+    "    return model\n"
+    "def main():\n"
+    "    model = torch.nn.Linear(2, 1)\n"
+    "    helper(model)(torch.ones(2)).sum().backward()\n"
+)
+
+
+def test_a_script_main_called_by_the_module_body_is_covered() -> None:
+    assert _covered_keys(_SCRIPT + "if __name__ == '__main__':\n    main()\n") == {"main"}
+
+
+@pytest.mark.parametrize("tail", [
+    "def main2(n):\n    main()\nif __name__ == '__main__':\n    main()\n",  # another function calls it too
+    "import threading\nthreading.Thread(target=main).start()\n",  # handed on, not called here
+    "if __name__ == '__main__':\n    main()\n    run = main\n",  # also referenced
+])
+def test_a_main_used_elsewhere_keeps_its_own_analysis(tail: str) -> None:
+    assert _covered_keys(_SCRIPT + tail) == set()
+
+
+def test_a_function_with_parameters_keeps_its_own_analysis() -> None:
+    source = _SCRIPT.replace("def main():", "def main(lr=0.1):") + "main()\n"
+    assert _covered_keys(source) == set()

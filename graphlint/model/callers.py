@@ -15,6 +15,7 @@ import libcst as cst
 
 from graphlint.model.program import Program
 from graphlint.model.relevance import Spelled
+from graphlint.model.walk import children
 
 
 def only_called_without_grad(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> frozenset[cst.CSTNode]:
@@ -48,3 +49,36 @@ def only_called_without_grad(program: Program, spelled: dict[cst.CSTNode, Spelle
                 quiet.add(callee)
                 changed = True
     return frozenset(quiet)
+
+
+def run_by_the_module_alone(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> frozenset[cst.CSTNode]:
+    """Functions without parameters that only the module body uses, and only by calling them.
+
+    A script's ``if __name__ == "__main__": main()``: the module's analysis runs
+    ``main`` in the state the module body leaves, which is everything main's own
+    entry analysis would assume and more (main reads the module's globals, and
+    has no parameter an entry analysis would have to leave unknown). Analysing
+    main again as an entry point of its own is the same work twice.
+    """
+    module = program.module
+    candidates = {
+        name for name, func in program.functions.items()
+        if not program.scopes[func].params and func.asynchronous is None
+        and not any(name in s.words for node, s in spelled.items() if node is not module)
+    }
+    if not candidates:
+        return frozenset()
+    called, referenced = set(), set()
+    stack = list(program.scopes[module].body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            continue
+        if kind is cst.Call and type(node.func) is cst.Name and node.func.value in candidates and not node.args:
+            called.add(node.func.value)
+            continue
+        if kind is cst.Name and node.value in candidates:
+            referenced.add(node.value)
+        stack.extend(children(node))
+    return frozenset(program.functions[name] for name in called - referenced)

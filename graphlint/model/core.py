@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst
 
-from graphlint.model.callers import only_called_without_grad
+from graphlint.model.callers import only_called_without_grad, run_by_the_module_alone
 from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.positions import Positions
 from graphlint.model.program import Program
@@ -136,12 +136,14 @@ def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
     else:
         relevant = relevant_scopes(program, spelled)
     truncated = None
+    quiet = only_called_without_grad(program, spelled) if not other_framework else frozenset()
+    # A script's `main()`, analysed inside the module body that calls it.
+    covered = frozenset() if other_framework or watch_lines else run_by_the_module_alone(program, spelled)
     try:
         # The module body first (scripts), then every function and method as an
         # entry point of its own (library code that nothing in the file calls).
-        quiet = only_called_without_grad(program, spelled) if not other_framework else frozenset()
         for scope in () if other_framework else program.scopes.values():
-            if scope.node in relevant.provenance:
+            if scope.node in relevant.provenance and scope.node not in covered:
                 interpreter.analyse_scope(scope, no_grad=scope.node in quiet)
     except AnalysisBudgetExceeded as error:
         truncated = f"analysis cut short: {error}; findings for this file may be incomplete"
@@ -149,7 +151,7 @@ def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
         program,
         module.code_for_node,
         lambda node: positions[node].start.line if node in positions else 0,
-        relevant.order,
+        relevant.order - covered,
     )
     return ModuleModel(
         module=module,
