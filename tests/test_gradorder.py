@@ -782,7 +782,24 @@ def test_a_parameter_tested_twice_takes_the_same_branch_both_times():
     )
 
 
-def test_a_flag_the_loop_re_binds_is_tested_afresh():
+def test_a_flag_the_loop_re_binds_is_followed_from_each_binding():
+    # The step runs when the new value is true, and the next iteration's test sees
+    # that same value: every step is followed by a zero_grad before the next backward.
+    check(
+        _in_function(
+            """
+            for x in data:
+                if accumulate:
+                    opt.zero_grad()
+                model(x).sum().backward()
+                accumulate = not accumulate
+                if accumulate:
+                    opt.step()
+            """
+        ),
+        [],
+    )
+    # Re-bound to an unknown value: the test after the binding decides afresh.
     check(
         _in_function(
             """
@@ -790,12 +807,76 @@ def test_a_flag_the_loop_re_binds_is_tested_afresh():
                 if accumulate:
                     opt.zero_grad()
                 model(x).sum().backward()  # here
-                accumulate = not accumulate
-                if accumulate:
-                    opt.step()
+                opt.step()
+                accumulate = check(x)
             """
         ),
         [("b", "# here", "opt")],
+    )
+
+
+def test_a_local_only_tested_is_one_value_between_its_bindings():
+    # pytorch/rl's GRPO: the step and the zero_grad after it under one finiteness flag.
+    check(
+        """
+for i, x in enumerate(data):
+    model(x).sum().backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    did_step = bool(torch.isfinite(norm))
+    if not did_step:
+        opt.zero_grad()
+    else:
+        opt.step()
+    if did_step:
+        opt.zero_grad()
+""",
+        [],
+    )
+
+
+def test_a_local_whose_object_may_change_is_tested_independently():
+    # `done` is a list the loop appends to: its truth can change between the tests.
+    check(
+        """
+done = []
+for x in data:
+    if not done:
+        opt.zero_grad()
+    model(x).sum().backward()  # here
+    done.append(x)
+    if done:
+        opt.step()
+""",
+        [("b", "# here", "opt")],
+    )
+
+
+def test_a_step_skipped_on_purpose_may_throw_accumulated_gradients_away():
+    # Accumulation, then a non-finite update skipped and its gradients discarded.
+    check(
+        """
+for i, x in enumerate(data):
+    model(x).sum().backward()
+    if (i + 1) % k == 0:
+        if not torch.isfinite(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)):
+            opt.zero_grad()
+        else:
+            opt.step()
+            opt.zero_grad()
+""",
+        [],
+    )
+    # The skip does not excuse a zero_grad that wipes every micro-batch.
+    check(
+        """
+for i, x in enumerate(data):
+    model(x).sum().backward()
+    if (i + 1) % k == 0:
+        if torch.isfinite(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)):
+            opt.step()
+    opt.zero_grad()  # here
+""",
+        [("a", "# here", "opt")],
     )
 
 

@@ -77,9 +77,11 @@ class ENode:
     back_branch: object = None  # for a test: the branch its back edge is (True/False)
     loop_test: bool = False  # the node whose True/False edges enter/leave a loop's body
     fixed: object = None  # a test decided by a helper's literal argument (True/False)
-    # For a test: (splice, parameters the spliced scope never re-binds): the same
-    # parameter tested twice in one splice is one value (see OrderAnalysis.flags).
+    # For a test: (splice, names whose value only an assignment changes: parameters
+    # the spliced scope never re-binds, locals only tested; see _tested_locals): the
+    # same name tested twice in one splice is one value (see OrderAnalysis.flags).
     constant: tuple | None = None
+    splice: int = 0  # for a node with `assigns`: the splice the assignment belongs to
 
 
 @dataclass
@@ -117,6 +119,13 @@ class EventGraph:
             self.cache[key] = build_cfg(scope.body, no_grad=scope.no_grad)
         return self.cache[key]
 
+    def _flag_names(self, scope: Scope) -> frozenset[str]:
+        key = ("flags", id(scope.node))
+        if key not in self.cache:
+            never_rebound = {p for p in scope.params if p not in scope.assigned}
+            self.cache[key] = frozenset(never_rebound) | _tested_locals(scope.body)
+        return self.cache[key]
+
     def calls(self, root, fors: tuple = ()) -> list:
         key = ("calls", id(root), tuple(id(f) for f in fors))
         found = self.cache.get(key)
@@ -149,7 +158,7 @@ class EventGraph:
         cfg = self._cfg(scope)
         self._constants = constants or {}
         self._splices += 1
-        constant = (self._splices, frozenset(p for p in scope.params if p not in scope.assigned))
+        constant = (self._splices, self._flag_names(scope))
         side = {
             node.id
             for node in cfg.nodes
@@ -187,6 +196,8 @@ class EventGraph:
                 self.nodes[last].fixed = _decide(node.stmt.test, constants)
             if node.kind in (IF, WHILE):
                 self.nodes[last].constant = constant
+            if self.nodes[last].assigns:
+                self.nodes[last].splice = constant[0]
             mapping[node.id] = (first.id, last)
         for node in cfg.nodes:
             last = self.nodes[mapping[node.id][1]]
@@ -531,6 +542,44 @@ def _null_test(test: cst.BaseExpression):
     return None
 
 
+# Where reading a name can neither change its value nor let anything else change
+# the object it holds: tests, comparisons, boolean operators, formatting.
+_INERT_READERS = (
+    cst.If, cst.While, cst.IfExp, cst.UnaryOperation, cst.BooleanOperation, cst.Comparison,
+    cst.ComparisonTarget, cst.FormattedStringExpression,
+)
+
+
+def _tested_locals(body) -> frozenset[str]:
+    """Locals that only `name = value` binds and that are read only where nothing can
+    change the object they hold (`ok = finite(norm)` ... `if not ok:` ... `if ok:`).
+
+    Between two of its assignments such a name holds one value, so its truth is the
+    same at every test. A name also used as a receiver (`done.append(x)`), handed to
+    a call, aliased (`other = done`) or bound any other way is left out: its object
+    could change in between. So is any name a nested function or lambda mentions.
+    """
+    plain: set[str] = set()
+    spoiled: set[str] = set()
+    stack = [(node, None, False) for node in body]
+    while stack:
+        node, parent, nested = stack.pop()
+        kind = type(node)
+        if kind is cst.Name:
+            if nested or not (type(parent) in _INERT_READERS or type(parent) is cst.AssignTarget):
+                spoiled.add(node.value)
+            continue
+        if kind is cst.Assign:
+            for target in node.targets:
+                if type(target.target) is cst.Name:
+                    plain.add(target.target.value)
+        elif kind is cst.AssignTarget and type(node.target) is not cst.Name:
+            spoiled.update(bound_names(node.target))
+        nested = nested or kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+        stack.extend((child, node, nested) for child in children(node))
+    return frozenset(plain - spoiled)
+
+
 def _flag_test(test: cst.BaseExpression) -> tuple[str, str, int] | None:
     """(name, kind, status its True branch means) for `name` / `not name` (kind
     "truth") and `name is None` / `name is not None` (kind "none")."""
@@ -839,6 +888,16 @@ class OrderAnalysis:
             for index, flag in enumerate(self.flags)
             for node_id, if_true in tests[flag]
         }
+        # An assignment of a flag local makes its value unknown again.
+        self.flag_resets = {
+            node.id: [
+                first + index
+                for index, (splice, name, _) in enumerate(self.flags)
+                if splice == node.splice and any(name == assigned for assigned, _ in node.assigns)
+            ]
+            for node in graph.nodes
+            if node.assigns
+        }
         self.incrementers = {
             node.id: [k for k in self.keys if k[0] == node.increments]
             for node in graph.nodes
@@ -959,6 +1018,7 @@ class OrderAnalysis:
         if not owned:
             return  # no backward feeds this optimizer: nothing to clear or apply twice
         skips = self._skip_edges(optimizer)
+        abandons = self._abandon_edges(optimizer)
         # Counter residues, then None-ness of `self.nulls` (0 unknown, 1 None, 2 not None).
         start = tuple(self.start.get(key, 0) for key in self.keys) + (0,) * (
             len(self.nulls) + len(self.flags)
@@ -987,6 +1047,8 @@ class OrderAnalysis:
                     (node_id, label) in skips or (label == BACK and succ in exit_steps)
                 ) and value[0] is not None:
                     value = (value[0], value[0], value[2], value[3])
+                elif (node_id, label) in abandons and value[1]:
+                    value = (value[0], empty, value[2], value[3])
                 entering = self.graph.nodes[succ].header and label != BACK
                 succ_unentered = unentered
                 if node.loop_test and label is True:
@@ -1085,11 +1147,14 @@ class OrderAnalysis:
     def _increment(self, node_id: int, residue: tuple) -> tuple:
         keys = self.incrementers.get(node_id)
         assigned = self.assigners.get(node_id)
-        if not keys and not assigned:
+        resets = self.flag_resets.get(node_id)
+        if not keys and not assigned and not resets:
             return residue
         values = list(residue)
         for index, is_none in assigned or ():
             values[len(self.keys) + index] = 1 if is_none else 2
+        for position in resets or ():
+            values[position] = 0
         keys = keys or ()
         for key in keys:
             index = self.keys.index(key)
@@ -1109,8 +1174,18 @@ class OrderAnalysis:
 
     def _skip_edges(self, optimizer: str) -> set[tuple[int, object]]:
         """Branches of periodic guards that skip a step the other branch takes."""
+        return self._edges_skipping_step(self.guards, optimizer)
+
+    def _abandon_edges(self, optimizer: str) -> set[tuple[int, object]]:
+        """Branches of other tests that skip a step the other branch takes: a step
+        skipped on purpose (`if not finite: zero_grad() else: step()`), whose
+        accumulated gradients the code means to throw away."""
+        tests = [node.id for node in self.graph.nodes if node.test is not None and node.id not in self.guards]
+        return self._edges_skipping_step(tests, optimizer)
+
+    def _edges_skipping_step(self, tests, optimizer: str) -> set[tuple[int, object]]:
         edges = set()
-        for node_id in self.guards:
+        for node_id in tests:
             node = self.graph.nodes[node_id]
             branches = {}
             for succ, label in node.succ:
