@@ -83,10 +83,13 @@ def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:
             continue
         line = model.site_line(origin[0])
         earlier_line = model.line(earlier)
-        when = "in an earlier iteration" if earlier is backward.call else f"at line {earlier_line}"
+        # This very backward, run before (an earlier iteration, or an earlier call of its function).
+        freed_by = "this backward already freed when it ran before" if earlier is backward.call else (
+            f"the backward at line {earlier_line} already freed"
+        )
         return (
-            f"backward through the graph built at line {line}, which the backward {when} "
-            f"already freed; recompute the forward before this backward, detach what must not "
+            f"backward through the graph built at line {line}, which {freed_by}; "
+            f"recompute the forward before this backward, detach what must not "
             f"be backwarded twice, or sum the losses and call backward once"
         )
     return None

@@ -45,6 +45,8 @@ class ZeroGradCall:
 
 
 def _retain(call: cst.Call, retain_position: int | None) -> bool:
+    if any(arg.star for arg in call.args):
+        return True  # `**kwargs` / `*args` may carry retain_graph=True: unknown, so maybe
     retain = keyword(call, "retain_graph")
     if retain is None and retain_position is not None:
         args = positional(call)
