@@ -202,6 +202,10 @@ class State:
 
     def add(self, path: str, value: frozenset) -> None:
         self.env[path] = self.env.get(path, EMPTY) | value
+        # An item written under a key computed at run time may be any of the known ones.
+        bracket = path + "["
+        for key in [k for k in self.env if k.startswith(bracket)]:
+            self.env[key] = self.env[key] | value
 
     def drop_prefix(self, prefix: str, dead: frozenset = frozenset()) -> None:
         for key in [k for k in self.env if k.startswith(prefix)]:
@@ -830,6 +834,7 @@ class _StmtContext:
             fresh_before = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
             for target in stmt.targets:
                 self.assign(target.target, value)
+                self._split_keys(target.target, stmt.value)
             self._check_rebinding_accumulation(stmt, value, fresh_before)
         elif type(stmt) is cst.AnnAssign:
             if stmt.value is not None:
@@ -943,11 +948,20 @@ class _StmtContext:
         stored = self.materialise(whole)
         site = (self.site.id, 0) if self.site is not None else None
         result = []
+        interp = self.interp
         for value in values:
             if not value or self.no_grad:
                 result.append(EMPTY)
                 continue
             inputs = frozenset(older(o) if o[0] == site[0] else o for o in value - {NEW})
+            if NEW not in value and PARAMS not in inputs and interp.strength(inputs) < LIKELY and not any(
+                interp.sites[o[0]].leaf for o in inputs if o[0] >= 0
+            ):
+                # Only weak values (a string read from a file, a lookup in a dict built
+                # from one): not a node of the graph the statement's other parts carry
+                # (`return vocab[i.item()], hidden`).
+                result.append(inputs)
+                continue
             result.append((inputs & stored) | {site} | (inputs - stored))
         return result
 
@@ -1027,6 +1041,21 @@ class _StmtContext:
         path = self.interp.path(self.frame, target)
         if path is not None:
             self.state.set(path, EMPTY)
+
+    def _split_keys(self, target: cst.BaseExpression, value_expr: cst.BaseExpression) -> None:
+        """``state = {"model": model, "optimizer": optimizer, "iter_num": 0}``: each constant
+        key holds its own value, so ``state["model"]`` reads the model alone (the dict as a
+        whole still holds them all: State.get merges its items)."""
+        if type(value_expr) is not cst.Dict or self.no_grad or not _display_of_reads(value_expr):
+            return
+        keys = [_constant_key(element) for element in value_expr.elements]
+        path = self.interp.path(self.frame, target)
+        if path is None or None in keys or len(set(keys)) != len(keys):
+            return
+        state = self.state
+        state.set(path, EMPTY)
+        for key, element in zip(keys, value_expr.elements):
+            state.env[f"{path}[{key!r}]"] = self.eval_quiet(element.value)
 
     def _subscript_write(self, target: cst.Subscript, value: frozenset) -> None:
         """``group['lr'] = value`` on an optimizer's param group is a hyperparameter write."""
@@ -1300,6 +1329,15 @@ def _display_of_reads(expr: cst.BaseExpression) -> bool:
     if kind is cst.DictComp:
         return _held(expr.key) and _held(expr.value)
     return False
+
+
+def _constant_key(element) -> str | None:
+    """A dict display element's key as Interpreter.path spells it (None: computed, or `**d`)."""
+    if type(element) is not cst.DictElement:
+        return None
+    if type(element.key) is cst.Integer:
+        return element.key.value
+    return constant_string(element.key)
 
 
 def _held(expr: cst.BaseExpression) -> bool:
