@@ -6,12 +6,19 @@ line by line without moving anything: every line stays on its line, and a
 magic that runs Python (``%time loss.backward()``) keeps that Python at its
 column. Findings then name the cell (counted among all cells, as Jupyter and
 Ruff do) and the line within it.
+
+A cell that is not valid Python on its own (an exercise's `x = <YOUR CODE>`
+placeholder, a half-written line) gets its GL000 and is left out as blank
+lines; the other cells are still analysed, since the kernel would still run
+them.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -39,6 +46,8 @@ class NotebookProgram:
     origins: tuple[tuple[int, int], ...]
     # The cells' own lines, before IPython syntax was neutralised (for code frames).
     original_lines: tuple[str, ...] = ()
+    # GL000 findings of the cells left out (positioned in this program's lines).
+    broken_cells: tuple[Finding, ...] = ()
 
     def cell_position(self, line: int) -> tuple[int, int]:
         if not self.origins:
@@ -77,15 +86,37 @@ def read_notebook(data: str | bytes, path: str) -> NotebookProgram | Finding | N
     lines: list[str] = []
     originals: list[str] = []
     origins: list[tuple[int, int]] = []
+    broken: list[Finding] = []
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         written = _text(cell.get("source", cell.get("input", ""))).splitlines()
-        for row, (line, original) in enumerate(zip(neutralise_ipython(written), written), start=1):
+        python = neutralise_ipython(written)
+        problem = _syntax_error(python, path, first_line=len(lines) + 1)
+        if problem is not None:
+            broken.append(problem)
+            python = ["" for _ in python]
+        for row, (line, original) in enumerate(zip(python, written), start=1):
             lines.append(line)
             originals.append(original)
             origins.append((number, row))
-    return NotebookProgram("".join(line + "\n" for line in lines), tuple(origins), tuple(originals))
+    return NotebookProgram("".join(line + "\n" for line in lines), tuple(origins), tuple(originals), tuple(broken))
+
+
+def _syntax_error(lines: list[str], path: str, first_line: int) -> Finding | None:
+    """A GL000 for a cell CPython does not compile on its own (top-level await allowed, as in IPython)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes and the like: not our business
+            compile("\n".join(lines) + "\n", path, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError as error:  # includes IndentationError and TabError
+        kind = "indentation error" if isinstance(error, IndentationError) else "syntax error"
+        line = first_line + max(error.lineno or 1, 1) - 1
+        message = f"{kind}: {error.msg} (this cell is left out; the other cells are analysed)"
+        return unanalysable(path, message, line, max(error.offset or 1, 1))
+    except (ValueError, RecursionError, MemoryError, OverflowError):
+        return None  # the whole program's parse reports these
+    return None
 
 
 def check_notebook(data: str | bytes, path: str, check_python: Callable[[str], list[Finding]]) -> list[Finding]:
@@ -95,7 +126,10 @@ def check_notebook(data: str | bytes, path: str, check_python: Callable[[str], l
         return []
     if isinstance(program, Finding):
         return [program]
-    return [to_cell(finding, program) for finding in check_python(program.source)]
+    findings = list(program.broken_cells)
+    if any(line.strip() for line in program.source.splitlines()):
+        findings += check_python(program.source)
+    return [to_cell(finding, program) for finding in findings]
 
 
 def to_cell(finding: Finding, program: NotebookProgram) -> Finding:

@@ -110,6 +110,20 @@ def test_a_syntax_error_in_a_cell_is_reported_in_that_cell():
     assert "expected ':'" in finding.message
 
 
+def test_a_broken_cell_does_not_hide_the_findings_of_the_others():
+    # An exercise's placeholder between the setup and the buggy loop.
+    exercise = notebook(SETUP, code("answer = <YOUR CODE>"), LOSS_ONCE, LOOP)
+    findings = check_source(exercise, "nb.ipynb")
+    assert [(f.code, f.extra["cell"], f.line) for f in findings] == [("GL000", 2, 1), ("GL001", 4, 3)]
+    assert "this cell is left out" in findings[0].message
+
+
+def test_a_cell_with_top_level_await_is_not_broken():
+    program = read_notebook(notebook(code("import asyncio", "await asyncio.sleep(0)")), "nb.ipynb")
+    assert program.broken_cells == ()
+    assert check_source(notebook(code("import asyncio", "await asyncio.sleep(0)")), "nb.ipynb") == []
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
