@@ -9,8 +9,9 @@ Ruff do) and the line within it.
 
 A cell that is not valid Python on its own (an exercise's `x = <YOUR CODE>`
 placeholder, a half-written line) gets its GL000 and is left out as blank
-lines; the other cells are still analysed, since the kernel would still run
-them.
+lines, but for the names it assigns at its top level, which become None: a
+later cell then does not read an earlier cell's value in their place. The
+other cells are still analysed, since the kernel would still run them.
 """
 
 from __future__ import annotations
@@ -95,12 +96,26 @@ def read_notebook(data: str | bytes, path: str) -> NotebookProgram | Finding | N
         problem = _syntax_error(python, path, first_line=len(lines) + 1)
         if problem is not None:
             broken.append(problem)
-            python = ["" for _ in python]
+            python = [_binding_left_unknown(line) for line in python]
         for row, (line, original) in enumerate(zip(python, written), start=1):
             lines.append(line)
             originals.append(original)
             origins.append((number, row))
     return NotebookProgram("".join(line + "\n" for line in lines), tuple(origins), tuple(originals), tuple(broken))
+
+
+# `loss = <YOUR CODE>`, `a, b = ...` at the top of a cell that does not compile.
+_TOP_LEVEL_ASSIGNMENT = re.compile(r"^(?P<names>[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=(?!=)")
+
+
+def _binding_left_unknown(line: str) -> str:
+    """The line of a left-out cell: blank, but a name it assigns at the top level is
+    rebound to None, so later cells do not read an earlier cell's value (a stale loss)
+    in place of the one this cell would have set."""
+    match = _TOP_LEVEL_ASSIGNMENT.match(line)
+    if match is None:
+        return ""
+    return " = ".join(name.strip() for name in match.group("names").split(",")) + " = None"
 
 
 def _syntax_error(lines: list[str], path: str, first_line: int) -> Finding | None:

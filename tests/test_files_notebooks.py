@@ -118,6 +118,14 @@ def test_a_broken_cell_does_not_hide_the_findings_of_the_others():
     assert "this cell is left out" in findings[0].message
 
 
+def test_a_name_a_broken_cell_assigns_is_not_read_from_an_earlier_cell():
+    # The exercise would define a new loss: the later backward must not be taken
+    # for a second backward through the first cell's graph.
+    exercise = notebook(SETUP, LOSS_ONCE, code("loss.backward()"), code("loss = <YOUR CODE>"),
+                        code("optimizer.zero_grad()", "loss.backward()", "optimizer.step()"))
+    assert [(f.code, f.extra["cell"]) for f in check_source(exercise, "nb.ipynb")] == [("GL000", 4)]
+
+
 def test_a_cell_with_top_level_await_is_not_broken():
     program = read_notebook(notebook(code("import asyncio", "await asyncio.sleep(0)")), "nb.ipynb")
     assert program.broken_cells == ()
