@@ -122,8 +122,12 @@ class EventGraph:
     def _flag_names(self, scope: Scope) -> frozenset[str]:
         key = ("flags", id(scope.node))
         if key not in self.cache:
-            never_rebound = {p for p in scope.params if p not in scope.assigned}
-            self.cache[key] = frozenset(never_rebound) | _tested_locals(scope.body)
+            never_rebound = frozenset(p for p in scope.params if p not in scope.assigned)
+            tested = [_flag_test(node.stmt.test) for node in self._cfg(scope).nodes if node.kind in (IF, WHILE)]
+            names = [found[0] for found in tested if found is not None]
+            twice = {name for name in names if names.count(name) > 1} - never_rebound
+            # (The walk over the body only for a scope that tests some local twice.)
+            self.cache[key] = never_rebound | (_tested_locals(scope.body) & twice if twice else frozenset())
         return self.cache[key]
 
     def calls(self, root, fors: tuple = ()) -> list:
@@ -1018,7 +1022,6 @@ class OrderAnalysis:
         if not owned:
             return  # no backward feeds this optimizer: nothing to clear or apply twice
         skips = self._skip_edges(optimizer)
-        abandons = self._abandon_edges(optimizer)
         # Counter residues, then None-ness of `self.nulls` (0 unknown, 1 None, 2 not None).
         start = tuple(self.start.get(key, 0) for key in self.keys) + (0,) * (
             len(self.nulls) + len(self.flags)
@@ -1027,6 +1030,8 @@ class OrderAnalysis:
         # state: (must or None for "not decided yet", deferred, fresh, applied)
         initial = (empty, empty, empty, empty)
         exit_steps = self._exit_steps(optimizer, owned)
+        # Only gradients held back (accumulated) can be abandoned.
+        abandons = self._abandon_edges(optimizer) if skips or exit_steps else set()
         # key: (node, counter residues, tainted, in a loop entered but not yet iterated)
         states: dict[tuple, tuple] = {(self.entry, start, False, False): initial}
         work = [(self.entry, start, False, False)]
@@ -1174,16 +1179,38 @@ class OrderAnalysis:
 
     def _skip_edges(self, optimizer: str) -> set[tuple[int, object]]:
         """Branches of periodic guards that skip a step the other branch takes."""
-        return self._edges_skipping_step(self.guards, optimizer)
+        return self._edges_skipping_step(
+            self.guards, lambda succ, guard: self._reaches_step(succ, guard, optimizer)
+        )
 
     def _abandon_edges(self, optimizer: str) -> set[tuple[int, object]]:
         """Branches of other tests that skip a step the other branch takes: a step
         skipped on purpose (`if not finite: zero_grad() else: step()`), whose
         accumulated gradients the code means to throw away."""
         tests = [node.id for node in self.graph.nodes if node.test is not None and node.id not in self.guards]
-        return self._edges_skipping_step(tests, optimizer)
+        reaching = self._nodes_reaching_step(optimizer)  # one walk for every test
+        return self._edges_skipping_step(tests, lambda succ, guard: succ in reaching)
 
-    def _edges_skipping_step(self, tests, optimizer: str) -> set[tuple[int, object]]:
+    def _nodes_reaching_step(self, optimizer: str) -> set[int]:
+        """The nodes from which a step of the optimizer is reachable without going around a loop."""
+        before: dict[int, list[int]] = {}
+        for node in self.graph.nodes:
+            for succ, label in node.succ:
+                if label != BACK:
+                    before.setdefault(succ, []).append(node.id)
+        reaching = {
+            node.id for node in self.graph.nodes
+            if any(e.kind in ("S", "SC") and e.target == optimizer for e in node.events)
+        }
+        todo = list(reaching)
+        while todo:
+            for earlier in before.get(todo.pop(), ()):
+                if earlier not in reaching:
+                    reaching.add(earlier)
+                    todo.append(earlier)
+        return reaching
+
+    def _edges_skipping_step(self, tests, reaches_step) -> set[tuple[int, object]]:
         edges = set()
         for node_id in tests:
             node = self.graph.nodes[node_id]
@@ -1195,7 +1222,7 @@ class OrderAnalysis:
             if len(branches) != 2:
                 continue
             reach = {
-                branch: label != BACK and self._reaches_step(succ, node_id, optimizer)
+                branch: label != BACK and reaches_step(succ, node_id)
                 for branch, (succ, label) in branches.items()
             }
             for branch in (True, False):
