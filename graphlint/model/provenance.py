@@ -819,6 +819,7 @@ class _StmtContext:
         # The call that handed its arguments back unchanged (`accelerator.prepare`): a
         # statement that is only that call stores them as they are, building no node.
         self.passed_through: cst.Call | None = None
+        self.evaluated: frozenset = EMPTY  # the last value _stored evaluated, before materialising
 
     # ----- statements -----
     def statement(self, stmt: cst.CSTNode) -> None:
@@ -828,6 +829,7 @@ class _StmtContext:
                 self.construct_target = self.interp.path(self.frame, stmt.targets[0].target)
                 if self._unpack(stmt.targets[0].target, stmt.value):
                     return
+            self.returned_elements = None
             value = self._stored(stmt.value)
             # What was re-created in this iteration before the statement (`acc = acc + x`
             # does not re-create acc; an `x = f(x)` after `x = g()` reads this iteration's x).
@@ -835,6 +837,8 @@ class _StmtContext:
             for target in stmt.targets:
                 self.assign(target.target, value)
                 self._split_keys(target.target, stmt.value)
+                if type(stmt.value) is cst.Call and self.passed_through is not stmt.value:
+                    self._keep_returned_parts(target.target, self.evaluated)
             self._check_rebinding_accumulation(stmt, value, fresh_before)
         elif type(stmt) is cst.AnnAssign:
             if stmt.value is not None:
@@ -860,7 +864,9 @@ class _StmtContext:
                     # A module's outputs (decoder steps stacked and returned) are the
                     # graph its caller trains through, not a history kept by mistake.
                     self.interp.facts.returned_sites.update(o[0] for o in value)
-                self._record_returned_elements(values)
+                if not (type(stmt.value) is cst.Name and stmt.value.value == "None"):
+                    # (`return None` on another path: a caller that unpacks took the tuple's.)
+                    self._record_returned_elements(values)
         elif type(stmt) is cst.Del:
             self._delete(stmt.target)
         elif type(stmt) in (cst.Raise, cst.Assert):
@@ -870,7 +876,7 @@ class _StmtContext:
 
     def _stored(self, expr: cst.BaseExpression) -> frozenset:
         """The value a statement stores: a node of its own, unless it only reads (``x = y``)."""
-        value = self.eval(expr)
+        value = self.evaluated = self.eval(expr)
         if self.passed_through is expr:
             return value
         if _reads_only(expr) or (_display_of_reads(expr) and self.interp.only_leaves(value)):
@@ -912,6 +918,16 @@ class _StmtContext:
                     self.assign(item, self._element_node(element))
                 return True
             values = [self.eval(e) for e in elements]
+        elif type(value_expr) in (cst.Name, cst.Attribute):
+            # `loss, n = result`, the parts of a tuple a helper returned (see _keep_returned_parts).
+            base = self.interp.path(self.frame, value_expr)
+            keys = [f"{base}[{str(index)!r}]" for index in range(len(targets))]
+            env = self.state.env
+            if base is None or not all(key in env for key in keys):
+                return False
+            for item, key in zip(targets, keys):
+                self.assign(item, env[key])
+            return True
         elif type(value_expr) is cst.Call:
             self.returned_elements = None
             whole = self.eval(value_expr)
@@ -925,7 +941,9 @@ class _StmtContext:
                 for item, value in zip(targets, values):
                     self.assign(item, value)
                 return True
-            values = [v | (whole & {NEW}) for v in values]
+            # Each part is an output of the call's own forward, but for a part its
+            # return built nothing for (`return out, aux, keep.size(0) / n`: a number).
+            values = [v | (whole & {NEW}) if v else v for v in values]
         else:
             return False
         for item, value in zip(targets, self.materialise_each(values)):
@@ -944,26 +962,33 @@ class _StmtContext:
 
     def materialise_each(self, values: list) -> list:
         """Materialise the parts of one statement's value together (one site execution)."""
-        whole = frozenset().union(*values) if values else EMPTY
-        stored = self.materialise(whole)
-        site = (self.site.id, 0) if self.site is not None else None
-        result = []
-        interp = self.interp
-        for value in values:
-            if not value or self.no_grad:
-                result.append(EMPTY)
-                continue
-            inputs = frozenset(older(o) if o[0] == site[0] else o for o in value - {NEW})
-            if NEW not in value and PARAMS not in inputs and interp.strength(inputs) < LIKELY and not any(
-                interp.sites[o[0]].leaf for o in inputs if o[0] >= 0
-            ):
-                # Only weak values (a string read from a file, a lookup in a dict built
-                # from one): not a node of the graph the statement's other parts carry
-                # (`return vocab[i.item()], hidden`).
-                result.append(inputs)
-                continue
-            result.append((inputs & stored) | {site} | (inputs - stored))
-        return result
+        self.materialise(frozenset().union(*values) if values else EMPTY)
+        return [self._part(value) for value in values]
+
+    def _part(self, value: frozenset) -> frozenset:
+        """One part of the value this statement stored (materialised already): a node of
+        the statement, unless the part holds only weak values (a string read from a
+        file, a lookup in a dict built from one), which are no node of the graph the
+        statement's other parts carry (`return vocab[i.item()], hidden`)."""
+        if not value or self.no_grad:
+            return EMPTY
+        interp, site = self.interp, self.site.id
+        inputs = frozenset(older(o) if o[0] == site else o for o in value - {NEW})
+        if NEW not in value and PARAMS not in inputs and interp.strength(inputs) < LIKELY and not any(
+            interp.sites[o[0]].leaf for o in inputs if o[0] >= 0
+        ):
+            return inputs
+        return inputs | {(site, 0)}
+
+    def _keep_returned_parts(self, target: cst.BaseExpression, raw: frozenset) -> None:
+        """``result = helper()`` of a helper returning a tuple: ``result[0]``, ``result[1]``
+        keep their own values, for ``loss, n = result`` or ``result[1]`` to read."""
+        values = self.returned_elements
+        path = self.interp.path(self.frame, target)
+        if not values or path is None or self.no_grad or self.site is None:
+            return
+        for index, value in enumerate(values):
+            self.state.env[f"{path}[{str(index)!r}]"] = self._part(value | (raw & {NEW}) if value else value)
 
     def materialise(self, value: frozenset) -> frozenset:
         """Turn an evaluated right-hand side into the value this statement stores."""
