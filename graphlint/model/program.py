@@ -405,7 +405,7 @@ class _KindCollector:
         func = value.func
         qualified = self.program.imports.qualify(func) or ""
         name = dotted(func) or ""
-        if type(func) is cst.Attribute and func.attr.value in ("to", "cuda", "cpu", "train", "half", "float", "double", "bfloat16", "requires_grad_"):
+        if type(func) is cst.Attribute and func.attr.value in _RETURNS_ITS_MODULE:
             yield from self._kinds_of_value(func.value)
             return
         if type(func) is cst.Attribute and func.attr.value == "optimizers":
@@ -472,7 +472,8 @@ class _KindCollector:
                 if first:
                     self._add(first, OPTIMIZER)
             return
-        owner = dotted(func.value)
+        # `G.eval().requires_grad_(False).to(device)`: every call of the chain is on G.
+        owner = dotted(_chained_receiver(func.value))
         method = func.attr.value
         qualified = self.program.imports.qualify(func) or ""
         if qualified and is_scheduler_class(qualified) and node.args:
@@ -528,6 +529,19 @@ class _KindCollector:
             owner = dotted(node.value)
             if owner:
                 self._add(owner, OPTIMIZER)
+
+
+# Methods of a module that return the module itself.
+_RETURNS_ITS_MODULE = frozenset({
+    "to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16", "requires_grad_",
+})
+
+
+def _chained_receiver(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``G`` for ``G.eval().to(device)``: the object a chain of such calls starts from."""
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in _RETURNS_ITS_MODULE:
+        expr = expr.func.value
+    return expr
 
 
 def _requires_grad_setting(body: cst.BaseSuite, name: str) -> bool | None:
