@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from graphlint.finding import Finding
-from graphlint.source import unanalysable
+from graphlint.source import syntax_error_finding, unanalysable
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
@@ -125,10 +125,7 @@ def _syntax_error(lines: list[str], path: str, first_line: int) -> Finding | Non
             warnings.simplefilter("ignore")  # invalid escapes and the like: not our business
             compile("\n".join(lines) + "\n", path, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
     except SyntaxError as error:  # includes IndentationError and TabError
-        kind = "indentation error" if isinstance(error, IndentationError) else "syntax error"
-        line = first_line + max(error.lineno or 1, 1) - 1
-        message = f"{kind}: {error.msg} (this cell is left out; the other cells are analysed)"
-        return unanalysable(path, message, line, max(error.offset or 1, 1))
+        return syntax_error_finding(error, path, first_line, " (this cell is left out; the other cells are analysed)")
     except (ValueError, RecursionError, MemoryError, OverflowError):
         return None  # the whole program's parse reports these
     return None

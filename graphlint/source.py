@@ -146,12 +146,7 @@ def _cpython_check(text: str, path: str, measure_depth: bool) -> Finding | None:
     try:
         tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:  # includes IndentationError and TabError
-        kind = "indentation error" if isinstance(error, IndentationError) else "syntax error"
-        line = error.lineno or 1
-        col = max(error.offset or 1, 1)
-        end_line = error.end_lineno if (error.end_lineno or 0) >= line else line
-        end_col = error.end_offset if error.end_offset and (end_line, error.end_offset) >= (line, col) else col
-        return unanalysable(path, f"{kind}: {error.msg}", line, col, end_line, end_col)
+        return syntax_error_finding(error, path)
     except (RecursionError, MemoryError):  # CPython's own parser limits
         return unanalysable(path, "code is nested too deeply to parse")
     except ValueError as error:  # e.g. "source code string cannot contain null bytes"
@@ -165,6 +160,17 @@ def _cpython_check(text: str, path: str, measure_depth: bool) -> Finding | None:
                 path, f"code is nested too deeply to analyse (more than {MAX_EXPRESSION_DEPTH} levels)", line, col
             )
     return None
+
+
+def syntax_error_finding(error: SyntaxError, path: str, first_line: int = 1, note: str = "") -> Finding:
+    """The GL000 of CPython's syntax error, for code that starts at line ``first_line`` of the file."""
+    kind = "indentation error" if isinstance(error, IndentationError) else "syntax error"
+    line = error.lineno or 1
+    col = max(error.offset or 1, 1)
+    end_line = error.end_lineno if (error.end_lineno or 0) >= line else line
+    end_col = error.end_offset if error.end_offset and (end_line, error.end_offset) >= (line, col) else col
+    shift = first_line - 1
+    return unanalysable(path, f"{kind}: {error.msg}{note}", line + shift, col, end_line + shift, end_col)
 
 
 def _first_node_deeper_than(tree: ast.AST, limit: int) -> ast.AST | None:
