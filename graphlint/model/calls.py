@@ -44,6 +44,9 @@ from graphlint.model.provenance import (
 # Methods returning (part of) the receiver's content.
 _CONTAINER_READS = frozenset({"get", "pop", "values", "items", "copy", "popleft", "clone", "contiguous"})
 _NON_TORCH_CUTTING_ROOTS = ("math.", "numpy.", "np.", "random.", "time.", "os.", "json.", "logging.", "wandb.")
+# Framework set-up calls that wrap a model, its optimizer and its data into new
+# objects (DeepSpeed's engine tuple): no graph, whatever parameters they are given.
+_WRAPPING_SETUPS = ("deepspeed.initialize",)
 
 
 class _CallEvaluator:
@@ -325,7 +328,11 @@ class _CallEvaluator:
                 self.args_value()
                 return EMPTY
             return self.args_value()
-        if qualified.startswith(_NON_TORCH_CUTTING_ROOTS) or qualified.split(".")[0] in ("math", "numpy", "random", "time", "os", "json", "logging"):
+        if (
+            qualified.startswith(_NON_TORCH_CUTTING_ROOTS)
+            or qualified.split(".")[0] in ("math", "numpy", "random", "time", "os", "json", "logging")
+            or qualified in _WRAPPING_SETUPS
+        ):
             self.args_value()
             return EMPTY
         if qualified.startswith("collections."):

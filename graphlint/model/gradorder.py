@@ -29,6 +29,7 @@ from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, WHILE, WITH, build_cfg
 from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, positional
 from graphlint.model.program import (
     ACCELERATOR,
+    CLEARING_ENGINE,
     FORWARD,
     MODULE,
     OPTIMIZER,
@@ -470,7 +471,10 @@ class EventGraph:
         return None
 
     def _step_clears(self, scope: Scope, local: str | None) -> bool:
-        cls = self.program.class_of_instance(self.program.kinds(scope, local))
+        kinds = self.program.kinds(scope, local)
+        if CLEARING_ENGINE in kinds:
+            return True
+        cls = self.program.class_of_instance(kinds)
         if cls is None:
             return False
         found = self.program.method(cls, "step")

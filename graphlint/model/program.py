@@ -36,6 +36,8 @@ PARAM_GROUP = "param_group"
 INSTANCE = "instance:"  # + class name
 CLASS = "class:"  # + class name: the class itself, under another name (`model_class = Net`)
 CONTAINER = "container"  # a list, dict, set or deque built in this scope
+# A training engine whose step() zeroes the gradients it applied (DeepSpeed's).
+CLEARING_ENGINE = "clearing_engine"
 # A name called like a model (`model(x)`, `self.net(x)`) that is not a function,
 # class or import: a model, a loss module or a callback, for what an unknown call
 # receiving it may do to gradients (GL003).
@@ -355,6 +357,13 @@ class _KindCollector:
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         path = dotted(target)
         if type(target) in (cst.Tuple, cst.List) and type(value) is cst.Call:
+            if self.program.imports.qualify(value.func) == "deepspeed.initialize" and target.elements:
+                # engine, optimizer, loader, scheduler = deepspeed.initialize(model=..., ...)
+                engine = dotted(target.elements[0].value)
+                if engine:
+                    self._add(engine, MODULE)
+                    self._add(engine, CLEARING_ENGINE)
+                return
             # model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
             args = positional(value)
             if type(value.func) is cst.Attribute and value.func.attr.value == "prepare" and len(args) == len(target.elements):
