@@ -228,6 +228,26 @@ def test_prepare_hands_each_object_back_in_its_place():
     assert model_of(source, watch=8).graphs_at(8, "other") == {6}
 
 
+def test_each_constant_key_of_a_dict_of_reads_holds_its_own_value():
+    # litgpt's `state = {"model": ..., "optimizer": ..., "iter_num": 0}`.
+    source = """
+        from torch import nn
+        net = nn.Linear(2, 2)
+        h = net(x)
+        state = {"model": net, "hidden": h, "step": 0}
+        a = state["model"]
+        b = state["hidden"]
+        y = a
+        """
+    model = model_of(source, watch=8)
+    assert model.graphs_at(8, "a") == set()
+    assert 4 in model.graphs_at(8, "b")
+    # A large table stays one value (each item would be a path the state walks).
+    many = ", ".join(f'"k{i}": {i}' for i in range(40))
+    table = source.replace('"step": 0}', '"step": 0, ' + many + '}')
+    assert 4 in model_of(table, watch=8).graphs_at(8, "a")
+
+
 def test_a_container_of_parameters_is_no_graph():
     # Parameter groups only collect the parameters: no operation, no node.
     source = """

@@ -1075,7 +1075,8 @@ class _StmtContext:
             return
         keys = [_constant_key(element) for element in value_expr.elements]
         path = self.interp.path(self.frame, target)
-        if path is None or None in keys or len(set(keys)) != len(keys):
+        # (A large table stays one value: every item is a path the state walks.)
+        if path is None or None in keys or len(set(keys)) != len(keys) or len(keys) > _MAX_SPLIT_KEYS:
             return
         state = self.state
         state.set(path, EMPTY)
@@ -1354,6 +1355,9 @@ def _display_of_reads(expr: cst.BaseExpression) -> bool:
     if kind is cst.DictComp:
         return _held(expr.key) and _held(expr.value)
     return False
+
+
+_MAX_SPLIT_KEYS = 32
 
 
 def _constant_key(element) -> str | None:
