@@ -704,10 +704,8 @@ class Interpreter:
             index = expr.slice[0].slice
             if base is None or type(index) is not cst.Index:
                 return None
-            key = constant_string(index.value)
-            if key is None and type(index.value) is cst.Integer:
-                key = index.value.value
-            return f"{base}[{key!r}]" if key is not None else None
+            key = _literal_key(index.value)
+            return item_path(base, key) if key is not None else None
         return None
 
     def local_path(self, expr: cst.BaseExpression) -> str | None:
@@ -921,7 +919,7 @@ class _StmtContext:
         elif type(value_expr) in (cst.Name, cst.Attribute):
             # `loss, n = result`, the parts of a tuple a helper returned (see _keep_returned_parts).
             base = self.interp.path(self.frame, value_expr)
-            keys = [f"{base}[{str(index)!r}]" for index in range(len(targets))]
+            keys = [item_path(base, str(index)) for index in range(len(targets))]
             env = self.state.env
             if base is None or not all(key in env for key in keys):
                 return False
@@ -988,7 +986,7 @@ class _StmtContext:
         if not values or path is None or self.no_grad or self.site is None:
             return
         for index, value in enumerate(values):
-            self.state.env[f"{path}[{str(index)!r}]"] = self._part(value | (raw & {NEW}) if value else value)
+            self.state.env[item_path(path, str(index))] = self._part(value | (raw & {NEW}) if value else value)
 
     def materialise(self, value: frozenset) -> frozenset:
         """Turn an evaluated right-hand side into the value this statement stores."""
@@ -1081,7 +1079,7 @@ class _StmtContext:
         state = self.state
         state.set(path, EMPTY)
         for key, element in zip(keys, value_expr.elements):
-            state.env[f"{path}[{key!r}]"] = self.eval_quiet(element.value)
+            state.env[item_path(path, key)] = self.eval_quiet(element.value)
 
     def _subscript_write(self, target: cst.Subscript, value: frozenset) -> None:
         """``group['lr'] = value`` on an optimizer's param group is a hyperparameter write."""
@@ -1357,16 +1355,26 @@ def _display_of_reads(expr: cst.BaseExpression) -> bool:
     return False
 
 
+# Dict displays with more keys stay one value (see _StmtContext._split_keys).
 _MAX_SPLIT_KEYS = 32
+
+
+def item_path(base: str, key: str) -> str:
+    """The path of one item of a container: ``d['k']``, ``t['0']`` (see _literal_key)."""
+    return f"{base}[{key!r}]"
+
+
+def _literal_key(expr: cst.BaseExpression) -> str | None:
+    """A subscript's or a dict display's key as item paths spell it: a string
+    constant, or an integer literal's text (None when computed)."""
+    if type(expr) is cst.Integer:
+        return expr.value
+    return constant_string(expr)
 
 
 def _constant_key(element) -> str | None:
     """A dict display element's key as Interpreter.path spells it (None: computed, or `**d`)."""
-    if type(element) is not cst.DictElement:
-        return None
-    if type(element.key) is cst.Integer:
-        return element.key.value
-    return constant_string(element.key)
+    return _literal_key(element.key) if type(element) is cst.DictElement else None
 
 
 def _held(expr: cst.BaseExpression) -> bool:
