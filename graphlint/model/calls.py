@@ -27,7 +27,7 @@ from graphlint.model.names import (
     keyword,
     last_part,
 )
-from graphlint.model.program import ACCELERATOR, CONTAINER, MODULE, OPTIMIZER, SCALER, SCHEDULER
+from graphlint.model.program import ACCELERATOR, CONTAINER, ENGINE_SETUPS, MODULE, OPTIMIZER, SCALER, SCHEDULER
 from graphlint.model.provenance import (
     CERTAIN,
     ELEMENT,
@@ -44,9 +44,6 @@ from graphlint.model.provenance import (
 # Methods returning (part of) the receiver's content.
 _CONTAINER_READS = frozenset({"get", "pop", "values", "items", "copy", "popleft", "clone", "contiguous"})
 _NON_TORCH_CUTTING_ROOTS = ("math.", "numpy.", "np.", "random.", "time.", "os.", "json.", "logging.", "wandb.")
-# Framework set-up calls that wrap a model, its optimizer and its data into new
-# objects (DeepSpeed's engine tuple): no graph, whatever parameters they are given.
-_WRAPPING_SETUPS = ("deepspeed.initialize",)
 
 
 class _CallEvaluator:
@@ -331,7 +328,7 @@ class _CallEvaluator:
         if (
             qualified.startswith(_NON_TORCH_CUTTING_ROOTS)
             or qualified.split(".")[0] in ("math", "numpy", "random", "time", "os", "json", "logging")
-            or qualified in _WRAPPING_SETUPS
+            or qualified in ENGINE_SETUPS  # wraps model, optimizer and data, whatever parameters it is given
         ):
             self.args_value()
             return EMPTY

@@ -38,6 +38,9 @@ CLASS = "class:"  # + class name: the class itself, under another name (`model_c
 CONTAINER = "container"  # a list, dict, set or deque built in this scope
 # A training engine whose step() zeroes the gradients it applied (DeepSpeed's).
 CLEARING_ENGINE = "clearing_engine"
+# Set-up calls returning such an engine first, then its optimizer, loader and
+# scheduler: wrappers of what they are given, no graph (calls.py).
+ENGINE_SETUPS = frozenset({"deepspeed.initialize"})
 # A name called like a model (`model(x)`, `self.net(x)`) that is not a function,
 # class or import: a model, a loss module or a callback, for what an unknown call
 # receiving it may do to gradients (GL003).
@@ -357,7 +360,7 @@ class _KindCollector:
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         path = dotted(target)
         if type(target) in (cst.Tuple, cst.List) and type(value) is cst.Call:
-            if self.program.imports.qualify(value.func) == "deepspeed.initialize" and target.elements:
+            if self.program.imports.qualify(value.func) in ENGINE_SETUPS and target.elements:
                 # engine, optimizer, loader, scheduler = deepspeed.initialize(model=..., ...)
                 engine = dotted(target.elements[0].value)
                 if engine:
