@@ -43,7 +43,7 @@ MAX_DEPTH = 3
 # Moduli used for the counters of periodic guards (at most three counters).
 _PERIODS = (4, 3, 5)
 _BUDGET = 50_000
-# Flags (parameters tested twice, see OrderAnalysis) followed per path, at most.
+# Flags (names tested twice whose value only a binding changes, see OrderAnalysis) followed per path, at most.
 _MAX_FLAGS = 3
 # Methods on these objects are framework calls that never clear gradients.
 _NOT_CLEARING_OWNERS = frozenset({SCALER, SCHEDULER, OPTIMIZER, MODULE, ACCELERATOR})
@@ -878,10 +878,11 @@ class OrderAnalysis:
             for node in graph.nodes
             if any(n in self.nulls for n, _ in node.assigns)
         }
-        # Flags: a parameter its scope never re-binds, tested by truth (`if optimizer:`)
-        # or against None at two tests or more of one splice. Its value cannot change
-        # between those tests, so the branch the first took decides the others
-        # (0 unknown, 1 false / None, 2 true / not None).
+        # Flags: a parameter its scope never re-binds, or a local only tested (see
+        # _tested_locals), tested by truth (`if optimizer:`) or against None at two
+        # tests or more of one splice. Its value cannot change between those tests
+        # (a local's binding makes it unknown again, see flag_resets), so the branch
+        # the first took decides the others (0 unknown, 1 false / None, 2 true / not None).
         tests: dict[tuple, list[tuple[int, int]]] = {}
         for node in graph.nodes:
             found = _flag_test(node.test) if node.test is not None and node.constant else None
@@ -1202,10 +1203,7 @@ class OrderAnalysis:
             for succ, label in node.succ:
                 if label != BACK:
                     before.setdefault(succ, []).append(node.id)
-        reaching = {
-            node.id for node in self.graph.nodes
-            if any(e.kind in ("S", "SC") and e.target == optimizer for e in node.events)
-        }
+        reaching = {node.id for node in self.graph.nodes if _steps(node, optimizer)}
         todo = list(reaching)
         while todo:
             for earlier in before.get(todo.pop(), ()):
@@ -1279,9 +1277,7 @@ class OrderAnalysis:
                 continue
             seen.add(node_id)
             node = self.graph.nodes[node_id]
-            if any(
-                e.kind in ("S", "SC") and e.target == optimizer for e in node.events
-            ):
+            if _steps(node, optimizer):
                 return True
             todo.extend(succ for succ, label in node.succ if label != BACK)
         return False
@@ -1390,6 +1386,11 @@ def _join(old, new, entering_loop: bool):
         old_fresh if fresh <= old_fresh else old_fresh | fresh,
         old_applied if applied <= old_applied else old_applied | applied,
     )
+
+
+def _steps(node: ENode, optimizer: str) -> bool:
+    """Whether the node steps the optimizer (with or without a closure)."""
+    return any(e.kind in ("S", "SC") and e.target == optimizer for e in node.events)
 
 
 def _meet(old: frozenset, new: frozenset) -> frozenset:
