@@ -896,3 +896,26 @@ def test_opposite_tests_of_one_flag_still_find_the_missing_zero_grad():
         ),
         [("b", "# here", "opt")],
     )
+
+
+def test_periods_that_decide_no_event_leave_room_for_the_accumulation_counter():
+    # Logging, checkpoint and evaluation periods decide only prints and unknown calls:
+    # they are not tracked, so the accumulation counter still is (at most three are).
+    check(
+        """
+    for epoch in range(2):
+        if epoch % save_every == 0:
+            save(model.state_dict())
+        for i, x in enumerate(loader):
+            if i % log_every == 0:
+                print(i)
+            if i % eval_every == 0:
+                print(evaluate(x))
+            if i % k == 0:
+                opt.zero_grad()
+            model(x).sum().backward()
+            if (i + 1) % k == 0 or (i + 1) == len(loader):
+                opt.step()
+    """,
+        [],
+    )

@@ -7,7 +7,9 @@ and a finding can point inside the helper. Loops that only clear gradients
 
 Periodic guards (``if (i + 1) % k == 0:``) are decided by tracking the loop
 counter's residue, so accumulation is path-sensitive: both outcomes of such a
-guard really happen, in known iterations. Other conditions are unknown. In
+guard really happen, in known iterations. Other conditions are unknown, and
+so is every test whose outcome decides no event (a logging period; see
+_deciding_tests): only tests that matter spend the few counters tracked. In
 ``periodic or other`` the other part is an exception (the last batch); a path
 that steps only because of it is possible but not certain ("tainted").
 
@@ -25,6 +27,7 @@ import libcst as cst
 
 from graphlint.model import events as ev
 from graphlint.model.walk import children
+from graphlint.model.branches import immediate_post_dominators, region
 from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, WHILE, WITH, build_cfg
 from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, positional
 from graphlint.model.program import (
@@ -745,6 +748,60 @@ def _grad_of(expr: cst.BaseExpression) -> str | None:
 
 
 # ----- periodic guards -----
+def _deciding_tests(graph: EventGraph, code) -> set[int]:
+    """The tests worth deciding per path: those whose outcome changes which events
+    or counter increments run, or how a later such test goes (it assigns a name
+    that test reads: `if labels is not None: labels = f(labels)` decides nothing
+    unless some test of `labels` governs an event). A test that decides nothing
+    is left undecided, like any unknown condition: tracking its counter,
+    None-test or flag would only multiply the states (transformers' Trainer: an
+    evaluation loop's `step % eval_accumulation_steps`, a cache-emptying period,
+    `labels is None` before a loss).
+    """
+    nodes = graph.nodes
+    reads: dict[int, set[str]] = {}
+    for node in nodes:
+        if node.test is None:
+            continue
+        names = {name for name, _ in _null_tests(node.test)}
+        names.update(atom.key[0] for atom in atoms(node.test, code))
+        flag = _flag_test(node.test)
+        if flag is not None:
+            names.add(flag[0])
+        if names:
+            reads[node.id] = names
+    if not reads:
+        return set()
+    successors = [[succ for succ, _ in node.succ] for node in nodes]
+    ipdom = immediate_post_dominators(successors)
+    deciding: set[int] = set()
+    assigns: dict[int, set[str]] = {}  # test -> names its region assigns (undecided tests only)
+    for test in reads:
+        inside = region(test, successors, ipdom)
+        if inside is None:
+            deciding.add(test)  # a branch that never ends: what it decides is unknown
+            continue
+        assigned: set[str] = set()
+        for member in inside:
+            if nodes[member].events or nodes[member].increments:
+                deciding.add(test)
+                break
+            assigned.update(name for name, _ in nodes[member].assigns)
+        else:
+            assigns[test] = assigned
+    # A test that assigns a name a deciding test reads decides too, transitively.
+    changed = True
+    while changed:
+        relevant = set().union(*(reads[test] for test in deciding))
+        changed = False
+        for test, assigned in list(assigns.items()):
+            if assigned & relevant:
+                deciding.add(test)
+                del assigns[test]
+                changed = True
+    return deciding
+
+
 @dataclass(frozen=True)
 class Periodic:
     """`(counter + offset) % modulus == 0` (equal) or `!= 0` (not equal)."""
@@ -834,8 +891,9 @@ class OrderAnalysis:
         self.counter_loop: dict[tuple, int] = {}
         self.start: dict[tuple, int] = {}
         self.guards: dict[int, cst.BaseExpression] = {}
+        self._deciding = _deciding_tests(graph, code)
         for node in graph.nodes:
-            if node.test is None:
+            if node.id not in self._deciding or not atoms(node.test, code):
                 continue
             usable = False
             for atom in atoms(node.test, code):
@@ -862,7 +920,7 @@ class OrderAnalysis:
         }
         self.nulls: list[str] = []
         for node in graph.nodes:
-            if node.test is None:
+            if node.id not in self._deciding or not _null_tests(node.test):
                 continue
             for name, _ in _null_tests(node.test):
                 if name in set_to_none and (name in self.nulls or len(self.nulls) < 3):
@@ -886,7 +944,12 @@ class OrderAnalysis:
         tests: dict[tuple, list[tuple[int, int]]] = {}
         for node in graph.nodes:
             found = _flag_test(node.test) if node.test is not None and node.constant else None
-            if found is not None and found[0] in node.constant[1] and found[0] not in self.nulls:
+            if (
+                found is not None
+                and found[0] in node.constant[1]
+                and found[0] not in self.nulls
+                and node.id in self._deciding
+            ):
                 name, kind, if_true = found
                 tests.setdefault((node.constant[0], name, kind), []).append((node.id, if_true))
         self.flags = [flag for flag, tested in tests.items() if len(tested) > 1][:_MAX_FLAGS]
