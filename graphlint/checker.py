@@ -6,6 +6,7 @@ many files. It never raises: anything it cannot analyse becomes a GL000 finding.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -30,6 +31,25 @@ _RECURSION_LIMIT = 10_000
 # the file gets a GL000 "analysis cut short" and the run goes on. CPU time, not
 # wall time, so a loaded machine (CI, a pool of workers) does not change results.
 ANALYSIS_CPU_SECONDS = 10.0
+
+
+# The analysis allocates millions of short-lived objects but leaves almost no
+# cyclic garbage, while each full collection walks every live object (the
+# libcst tree, the dataflow states). With CPython's default thresholds (700,
+# 10, 10) collections took about a tenth of the CPU time of the corpus' kept
+# files, and 15% on transformers' trainer.py; these thresholds remove nearly
+# all of it and peak memory stays the same. The caller's are restored after.
+_GC_THRESHOLDS = (50_000, 20, 100)
+
+
+@contextmanager
+def _fewer_collections():
+    previous = gc.get_threshold()
+    gc.set_threshold(*_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
 
 
 class _OutOfTime(BaseException):
@@ -104,6 +124,11 @@ def _findings(source: str | bytes, path: str, codes: frozenset[str] | None) -> l
         return [text]
     source = text
 
+    with _fewer_collections():
+        return _analyse_text(source, path, codes)
+
+
+def _analyse_text(source: str, path: str, codes: frozenset[str] | None) -> list[Finding]:
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
     try:

@@ -9,6 +9,7 @@ suite stays short; the limit is what bounds the work, whatever its value.
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 import time
@@ -200,6 +201,30 @@ def test_cpu_limit_interrupts_and_restores_the_host_timer():
         _spin(0.3)  # a late signal would reach the host's handler, not raise
     finally:
         signal.signal(signal.SIGVTALRM, previous)
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["import torch\nfor x in data:\n    loss = model(x)\n    loss.backward()\n", "def broken(:\n", "x = (" * 300 + "1" + ")" * 300],
+)
+def test_analysis_spaces_out_collections_and_restores_the_host_thresholds(monkeypatch, source):
+    seen = []
+    real_parse = checker.parse
+
+    def parse(text, path):
+        seen.append(gc.get_threshold())
+        return real_parse(text, path)
+
+    monkeypatch.setattr(checker, "parse", parse)
+    host = (1000, 7, 3)
+    previous = gc.get_threshold()
+    gc.set_threshold(*host)
+    try:
+        check_source(source, "t.py")
+        assert gc.get_threshold() == host
+    finally:
+        gc.set_threshold(*previous)
+    assert seen == [checker._GC_THRESHOLDS]
 
 
 def test_cpu_limit_leaves_a_busy_host_timer_alone():
