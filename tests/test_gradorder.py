@@ -331,6 +331,30 @@ def test_grad_none_loop_between_backward_and_step():
     )
 
 
+@pytest.mark.parametrize(
+    "selection, expected",
+    [
+        ("if p.requires_grad and p.grad is not None:", [("a", "# here", "opt")]),
+        ('if "last_layer" in name:', []),  # DINO: a chosen layer stays frozen
+        ("if p.ndim == 1:", []),
+        ("if zero:", [("a", "# here", "opt")]),  # the same for every parameter
+    ],
+)
+def test_grad_none_loop_clears_the_optimizer_unless_it_selects_parameters(selection, expected):
+    check(
+        f"""
+    for epoch, x in enumerate(data):
+        opt.zero_grad()
+        model(x).sum().backward()
+        for name, p in model.named_parameters():
+            {selection}
+                p.grad = None  # here
+        opt.step()
+    """,
+        expected,
+    )
+
+
 def test_param_groups_loop_between_backward_and_step():
     check(
         """

@@ -695,43 +695,74 @@ def _counter_binding(stmt: cst.For) -> tuple:
 
 
 def _calls_and_grad_writes(root, fors: tuple = ()):
-    """Calls in evaluation order (arguments first), plus `p.grad = None`-style clears."""
+    """Calls in evaluation order (arguments first), plus `p.grad = None`-style clears.
+
+    A clear under an `if` inside the loop that selects parameters
+    (`if "last_layer" in name: p.grad = None`) clears only those, on purpose:
+    DINO and SwAV freeze a layer for the first epochs that way between
+    backward and step. It is no clear of the optimizer's gradients;
+    `if p.grad is not None: p.grad.zero_()` is one.
+    """
     out: list = []
 
-    def visit(node: cst.CSTNode, fors: tuple) -> None:
+    def visit(node: cst.CSTNode, fors: tuple, selective: bool) -> None:
         if type(node) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             return
         if type(node) is cst.For:
-            visit(node.iter, fors)
+            visit(node.iter, fors, selective)
             inner = fors + (node,)
-            visit(node.body, inner)
+            visit(node.body, inner, selective)
             if node.orelse is not None:
-                visit(node.orelse, fors)
+                visit(node.orelse, fors, selective)
+            return
+        if type(node) is cst.If and fors and _selects_parameters(node.test, fors):
+            visit(node.test, fors, selective)
+            visit(node.body, fors, True)
+            if node.orelse is not None:
+                visit(node.orelse, fors, True)
             return
         if type(node) is cst.Assign:
-            visit(node.value, fors)
+            visit(node.value, fors, selective)
             for target in node.targets:
                 name = _grad_of(target.target)
-                if name:
+                if name and not selective:
                     out.append(_GradWrite(target.target, name, fors))
             return
         for child in children(node):
-            visit(child, fors)
+            visit(child, fors, selective)
         if type(node) is cst.Call:
             func = node.func
             if type(func) is cst.Attribute and func.attr.value == "zero_":
                 name = _grad_of(func.value)
                 if name:
-                    out.append(_GradWrite(node, name, fors))
+                    if not selective:
+                        out.append(_GradWrite(node, name, fors))
                     return
             out.append(node)
 
     if isinstance(root, (list, tuple)):
         for item in root:
-            visit(item, fors)
+            visit(item, fors, False)
     else:
-        visit(root, fors)
+        visit(root, fors, False)
     return out
+
+
+def _selects_parameters(test: cst.BaseExpression, fors: tuple) -> bool:
+    """Whether the test picks some of the loop's parameters: it reads a name a loop
+    binds (`name`, `p.shape`), other than through `.grad` / `.requires_grad`. A
+    condition on anything else (`if zero:` in a custom optimizer's step) holds
+    for every parameter alike."""
+    bound = set().union(*(bound_names(loop.target) for loop in fors))
+    pending = [test]
+    while pending:
+        node = pending.pop()
+        if type(node) is cst.Attribute and node.attr.value in ("grad", "requires_grad"):
+            continue
+        if type(node) is cst.Name and node.value in bound:
+            return True
+        pending.extend(children(node))
+    return False
 
 
 def _grad_of(expr: cst.BaseExpression) -> str | None:
