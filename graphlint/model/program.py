@@ -492,6 +492,8 @@ class _KindCollector:
             first = dotted(node.args[0].value)
             if first:
                 self._add(first, OPTIMIZER)
+        if method == "backward":
+            self._scaled_by(func.value)
         if owner is None:
             return
         if method in ("backward", "manual_backward"):
@@ -519,6 +521,18 @@ class _KindCollector:
             arg = dotted(node.args[0].value)
             if arg:
                 self._add(arg, OPTIMIZER)
+
+    def _scaled_by(self, backwarded: cst.BaseExpression) -> None:
+        """`scaler.scale(loss).backward()`: ``scaler`` follows GradScaler's protocol
+        (a parameter `scaler=None` too), so its `scaler.step(opt)` steps ``opt``."""
+        if (
+            type(backwarded) is cst.Call
+            and type(backwarded.func) is cst.Attribute
+            and backwarded.func.attr.value == "scale"
+        ):
+            scaler = dotted(backwarded.func.value)
+            if scaler:
+                self._add(scaler, SCALER)
 
     def _called_object(self, func: cst.BaseExpression, call: cst.Call) -> None:
         if not call.args:

@@ -8,7 +8,9 @@ RULES.md: a backward belongs to the optimizer whose step first follows it.
   what the generator's backward wrote, after the generator's step, is not.)
 - (b) A step applied a parameter's gradient; a backward then added to it while
   it was still there (no zero_grad, the values say so), and the next step of an
-  optimizer over that parameter applied the sum again.
+  optimizer over that parameter applied the sum again. Or, with no backward in
+  between, a second step applied the very same gradient again (a GradScaler
+  step in the AMP branch, then the plain step after it).
 Clears are seen by value (a gradient that is None or all zeros), so every
 spelling (``zero_grad``, ``set_to_none``, ``p.grad = None``) counts.
 """
@@ -37,6 +39,7 @@ class GradientLedger:
         self.candidates: list = []
         self.cut_short: set = set()
         self.autograd_grads: dict = {}  # parameter id -> the .grad object the last backward left
+        self.written_by: dict = {}  # parameter id -> the last backward that left it a gradient
         self.reassigned: set = set()  # findings whose step met gradients assigned by hand
 
     def backward(self, event, leaves: dict) -> None:
@@ -65,6 +68,8 @@ class GradientLedger:
         event.extra["written"] = {pid: _finite(t) for pid, t in leaves.items() if has_grad(t)}
         for pid, tensor in leaves.items():
             self.autograd_grads[pid] = tensor.grad  # the gradient object autograd left there
+            if has_grad(tensor):
+                self.written_by[pid] = event
 
     def before_clear(self, sid: int) -> None:
         snapshot = {}
@@ -126,8 +131,30 @@ class GradientLedger:
                     f"with no zero_grad between, when the backward at {probe.where(backward, index)} "
                     f"added to them; the step at {probe.where(event, index)} applied them again",
                 )
+        for backward, step in self._applied_again(params).values():
+            for index in probe.targets_at(backward.lines, "GL003"):
+                probe.confirm(
+                    index,
+                    f"the step at {probe.where(step, index)} applied the gradients of the backward at "
+                    f"{probe.where(backward, index)}; with no zero_grad and no backward between, "
+                    f"the step at {probe.where(event, index)} applied them again",
+                )
         self.resolve(event, optimizer, params)
         self.steps.append((optimizer, event, params))
+
+    def _applied_again(self, params: dict) -> dict:
+        """Backward seq -> (backward, step) for gradients of ``params`` that an earlier
+        step applied and that nothing has touched since: no backward added to them
+        (they would be pending) and no clear (they would be gone)."""
+        found = {}
+        for pid, param in params.items():
+            if pid not in self.applied or pid in self.pending or not has_grad(param):
+                continue
+            step = self.applied[pid][1]
+            backward = self.written_by.get(pid)
+            if backward is not None and backward.seq < step.seq:
+                found.setdefault(backward.seq, (backward, step))
+        return found
 
     def resolve(self, event, optimizer, params: dict | None = None) -> None:
         """A step of ``optimizer`` begins: every backward since the last step belongs to it."""
