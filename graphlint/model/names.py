@@ -70,6 +70,28 @@ OPTIMIZER_CLASSES = frozenset({
     "Adan", "Lookahead", "SophiaG", "ZeroRedundancyOptimizer",
 })
 SCALER_CLASSES = frozenset({"GradScaler", "ShardedGradScaler"})
+# torch.nn modules without parameters (as constructed by default): calling one
+# is a function of its inputs, with no graph of its own (`nn.ZeroPad2d(1)(z)`
+# of a constant is a constant). Loss modules are left out: their call is where
+# findings say a loss was built.
+PARAMETER_FREE_MODULES = frozenset({
+    "Identity", "Flatten", "Unflatten",
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh",
+    "Softplus", "Softsign", "Softshrink", "Hardshrink", "Hardtanh", "Hardsigmoid", "Hardswish",
+    "LogSigmoid", "Tanhshrink", "Threshold", "GLU", "Softmax", "Softmax2d", "LogSoftmax", "Softmin",
+    "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d",
+    "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+    "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d",
+    "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+    "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
+    "CircularPad1d", "CircularPad2d", "CircularPad3d",
+    "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
+    "PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "Fold", "Unfold",
+    "CosineSimilarity", "PairwiseDistance",
+})
 
 
 # Methods that add their argument to the receiver: list spellings on any receiver,

@@ -24,6 +24,7 @@ from graphlint.model.names import (
     is_scheduler_class,
     last_part,
     positional,
+    PARAMETER_FREE_MODULES,
     SCALER_CLASSES,
 )
 
@@ -50,6 +51,10 @@ FORWARD = "forward"
 # anywhere in the scope (progressive unfreezing): only FROZEN without UNFROZEN counts.
 FROZEN = "frozen"
 UNFROZEN = "unfrozen"
+# A torch.nn module without parameters (names.PARAMETER_FREE_MODULES): not a
+# MODULE, so a name that also holds a real module (`layer = nn.Linear(...)`
+# elsewhere) keeps its forward.
+PARAMETER_FREE = "parameter_free"
 
 
 @dataclass
@@ -224,11 +229,16 @@ class Program:
         return found
 
     def is_frozen(self, kinds: set[str]) -> bool:
-        """Whether an object of ``kinds`` is a module none of whose parameters requires grad."""
+        """Whether an object of ``kinds`` is a module none of whose parameters requires grad
+        (or that has none)."""
         if UNFROZEN in kinds:
             return False
         cls = self.class_of_instance(kinds)
-        return FROZEN in kinds or (cls is not None and cls.frozen)
+        return (
+            FROZEN in kinds
+            or (cls is not None and cls.frozen)
+            or (PARAMETER_FREE in kinds and MODULE not in kinds)
+        )
 
     def class_of_instance(self, kinds: set[str]) -> ClassInfo | None:
         return self._class_named(kinds, INSTANCE)
@@ -424,6 +434,9 @@ class _KindCollector:
             yield OPTIMIZER, None
             return
         if qualified and is_module_class(qualified):
+            if last_part(qualified) in PARAMETER_FREE_MODULES:
+                yield PARAMETER_FREE, None
+                return
             if last_part(qualified) in ("DataParallel", "DistributedDataParallel") and value.args:
                 yield from self._kinds_of_value(value.args[0].value)
             yield MODULE, None
