@@ -847,7 +847,7 @@ class _StmtContext:
             self.eval(stmt.value)
         elif type(stmt) is cst.Return:
             if stmt.value is not None:
-                elements = _tuple_elements(stmt.value)
+                elements = _tuple_elements(stmt.value) or _concatenated_elements(stmt.value)
                 if elements is not None:
                     values = [self.eval(e) for e in elements]
                     if not (_display_of_reads(stmt.value) and self.interp.only_leaves(frozenset().union(*values))):
@@ -1248,6 +1248,9 @@ class _StmtContext:
         path = self.interp.path(self.frame, expr)
         if path is not None and self.state.has(path):
             return self.state.get(path)
+        tail = self._tail_of_parts(expr)
+        if tail is not None:
+            return tail
         if self._reads_a_hyperparameter(expr):
             return EMPTY
         single = True
@@ -1258,6 +1261,26 @@ class _StmtContext:
                 single = False
         value = self.eval(expr.value)
         return value | {ELEMENT} if single and value and self.state.has(self.interp.path(self.frame, expr.value) or "") else value
+
+    def _tail_of_parts(self, expr: cst.Subscript) -> frozenset | None:
+        """``ret[1:]`` of a value whose parts a helper's return kept (``ret[0]``,
+        ``ret[1]``, ...; see _keep_returned_parts): the parts from that index on.
+        None when the slice is not ``[n:]`` or the parts are not known up to ``n``."""
+        if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Slice:
+            return None
+        bounds = expr.slice[0].slice
+        if bounds.upper is not None or bounds.step is not None or type(bounds.lower) is not cst.Integer:
+            return None
+        base = self.interp.path(self.frame, expr.value)
+        if base is None:
+            return None
+        env, start = self.state.env, int(bounds.lower.value, 0)
+        count = 0
+        while item_path(base, str(count)) in env:
+            count += 1
+        if count <= start:
+            return None
+        return frozenset().union(*(self.state.get(item_path(base, str(i))) for i in range(start, count)))
 
     def _eval_Comparison(self, expr: cst.Comparison) -> frozenset:
         self.eval(expr.left)
@@ -1440,6 +1463,18 @@ def _tuple_elements(expr: cst.BaseExpression) -> list | None:
     if type(expr) in (cst.Tuple, cst.List) and not any(type(e) is cst.StarredElement for e in expr.elements):
         return [e.value for e in expr.elements]
     return None
+
+
+def _concatenated_elements(expr: cst.BaseExpression) -> list | None:
+    """``[loss] + new_mems``: the display's elements, then the rest as one last part.
+
+    The last part stands for every element from its index on (see
+    _eval_Subscript's slices): transformer-XL returns its loss and the memories
+    it detached that way, and the caller takes `ret[0]` and `ret[1:]`."""
+    if type(expr) is not cst.BinaryOperation or type(expr.operator) is not cst.Add:
+        return None
+    head = _tuple_elements(expr.left)
+    return head + [expr.right] if head else None
 
 
 from graphlint.model.calls import _CallEvaluator  # noqa: E402  (calls.py needs the classes above)
