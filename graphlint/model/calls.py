@@ -9,6 +9,7 @@ from graphlint.model.walk import children
 from graphlint.model import events as ev
 from graphlint.model.names import (
     CONTAINER_ADDS,
+    CUTTING_ATTRIBUTES,
     CUTTING_BUILTINS,
     CUTTING_METHODS,
     INPLACE_CUTS,
@@ -448,8 +449,9 @@ class _CallEvaluator:
             return EMPTY
         if method in _CONTAINER_READS:
             return owner_value | self.args_value()
-        if owner_value - {NEW}:
-            # A tensor method: the result is a node of the same graph.
+        if owner_value - {NEW} or _cut_receiver(owner):
+            # A tensor method: the result is a node of the same graph (none, for a
+            # tensor cut off its graph: `model(x).detach().view(n, -1)`).
             return owner_value | self.args_value()
         if type(owner) is cst.Name and owner.value in ("self", "cls"):
             return self.args_value() | self.forward(LIKELY, func)
@@ -644,3 +646,19 @@ class _CallEvaluator:
 
 def _related(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _cut_receiver(receiver: cst.BaseExpression) -> bool:
+    """Whether the receiver is a value cut off its graph (`t.detach()`, `t.data`, `t.size(0)`)
+    or a chain of calls and attributes on one: a tensor or number, not an unknown object."""
+    while True:
+        if type(receiver) is cst.Call and type(receiver.func) is cst.Attribute:
+            if receiver.func.attr.value in CUTTING_METHODS:
+                return True
+            receiver = receiver.func.value
+        elif type(receiver) is cst.Attribute:
+            if receiver.attr.value in CUTTING_ATTRIBUTES:
+                return True
+            receiver = receiver.value
+        else:
+            return False
