@@ -12,7 +12,7 @@ from typing import Callable
 import libcst as cst
 
 from graphlint.model.names import dotted, is_false, is_true, keyword, positional
-from graphlint.model.program import ACCELERATOR, MODULE, OPTIMIZER, SCALER
+from graphlint.model.program import ACCELERATOR, CLEARING_ENGINE, MODULE, OPTIMIZER, SCALER
 
 Origin = tuple[int, bool]
 
@@ -83,7 +83,7 @@ def recognise(
     owner = func.value
     if method == "backward":
         owner_kinds = kinds(owner)
-        wrapper = bool(owner_kinds & {ACCELERATOR, OPTIMIZER}) or (
+        wrapper = bool(owner_kinds & {ACCELERATOR, OPTIMIZER, CLEARING_ENGINE}) or (
             bool(args) and not has_graph(owner) and not _looks_like_tensor_expr(owner)
         )
         if wrapper and args:

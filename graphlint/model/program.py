@@ -300,6 +300,9 @@ class _KindCollector:
         self.zero_grads: set[str] = set()
         # A `.step()` right after a backward steps an optimizer (a scheduler steps after that).
         self.after_backward = False
+        # Owners of `owner.backward(loss)` (a wrapper's backward) and of `owner.forward(x)`.
+        self.backwards_an_argument: set[str] = set()
+        self.forwarded: set[str] = set()
 
     def run(self) -> None:
         for param in _all_params(self.scope.node.params) if type(self.scope.node) is cst.FunctionDef else ():
@@ -313,6 +316,12 @@ class _KindCollector:
         for path in self.steps & self.zero_grads:
             if MODULE not in self.program.kinds(self.scope, path):
                 self._add(path, OPTIMIZER)
+        # A model that backwards a loss it is given and steps itself is a training
+        # engine (DeepSpeed's, passed in as a parameter or built by a wrapper of
+        # another file): its step zeroes the gradients, and it is no tensor.
+        for path in self.backwards_an_argument & self.steps:
+            if path in self.forwarded or self.program.kinds(self.scope, path) & {MODULE, FORWARD}:
+                self._add(path, CLEARING_ENGINE)
 
     def _key(self, path: str) -> str:
         if path.startswith("self.") and self.scope.cls is not None and path.count(".") == 1:
@@ -511,6 +520,10 @@ class _KindCollector:
             return
         if method in ("backward", "manual_backward"):
             self.after_backward = True
+            if method == "backward" and node.args:
+                self.backwards_an_argument.add(owner)
+        elif method == "forward":
+            self.forwarded.add(owner)
         if method == "requires_grad_":
             # `vae.requires_grad_(False)` freezes it, `requires_grad_()` / `(True)` unfreezes.
             self._freeze(owner, bool(node.args) and is_false(node.args[0].value))
