@@ -300,9 +300,10 @@ class _KindCollector:
         self.zero_grads: set[str] = set()
         # A `.step()` right after a backward steps an optimizer (a scheduler steps after that).
         self.after_backward = False
-        # Owners of `owner.backward(loss)` (a wrapper's backward) and of `owner.forward(x)`.
+        # Owners of `owner.backward(loss)` (a wrapper's backward), and paths run like a
+        # model: called (`model.network(batch)`) or through `.forward(x)`.
         self.backwards_an_argument: set[str] = set()
-        self.forwarded: set[str] = set()
+        self.run_as_model: set[str] = set()
 
     def run(self) -> None:
         for param in _all_params(self.scope.node.params) if type(self.scope.node) is cst.FunctionDef else ():
@@ -320,7 +321,7 @@ class _KindCollector:
         # engine (DeepSpeed's, passed in as a parameter or built by a wrapper of
         # another file): its step zeroes the gradients, and it is no tensor.
         for path in self.backwards_an_argument & self.steps:
-            if path in self.forwarded or self.program.kinds(self.scope, path) & {MODULE, FORWARD}:
+            if path in self.run_as_model or self.program.kinds(self.scope, path) & {MODULE, FORWARD}:
                 self._add(path, CLEARING_ENGINE)
 
     def _key(self, path: str) -> str:
@@ -499,6 +500,9 @@ class _KindCollector:
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         self._called_object(func, node)
+        called = dotted(func)
+        if called:
+            self.run_as_model.add(called)
         if type(func) is not cst.Attribute:
             qualified = self.program.imports.qualify(func) or ""
             if qualified and is_scheduler_class(qualified) and node.args:
@@ -523,7 +527,7 @@ class _KindCollector:
             if method == "backward" and node.args:
                 self.backwards_an_argument.add(owner)
         elif method == "forward":
-            self.forwarded.add(owner)
+            self.run_as_model.add(owner)
         if method == "requires_grad_":
             # `vae.requires_grad_(False)` freezes it, `requires_grad_()` / `(True)` unfreezes.
             self._freeze(owner, bool(node.args) and is_false(node.args[0].value))
