@@ -281,7 +281,10 @@ def test_a_hyperparameter_read_from_a_param_group_is_not_the_group():
         """
     model = model_of(source, watch=10)
     assert model.graphs_at(10, "lr") == set()
-    assert model.graphs_at(10, "params")  # the group's own parameters still come along
+    # An optimizer (here: it has param_groups) holds parameters but is no graph, even
+    # when a class graphlint does not know builds it from one.
+    assert model.graphs_at(10, "opt") == set()
+    assert model.graphs_at(10, "params") == set()
 
 
 def test_values_built_under_no_grad_carry_no_graph():

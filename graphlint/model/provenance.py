@@ -32,7 +32,10 @@ from graphlint.model.names import (
     constant_string,
     dotted,
 )
-from graphlint.model.program import PARAM_GROUP, Program, Scope
+from graphlint.model.program import ACCELERATOR, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope
+
+# Objects that hold or step parameters but are never tensors themselves.
+_NEVER_TENSORS = frozenset({OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR})
 
 Origin = tuple[int, int]  # (site id, age: 0 latest, 1 previous, 2 older, 3 outer)
 OLDEST = 2
@@ -1036,6 +1039,10 @@ class _StmtContext:
                 return
         if path is None:
             return
+        if value and self.interp.kinds(self.frame, target) & _NEVER_TENSORS:
+            # An optimizer built by a class graphlint does not know holds parameters,
+            # but is no graph of its own: `amp.scale_loss(loss, optimizer)` passes it on.
+            value = value & {PARAMS}
         if path == self.constructed:
             self.state.env[path] = value  # keep the attributes its __init__ set
         else:
