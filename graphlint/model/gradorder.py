@@ -9,7 +9,7 @@ Periodic guards (``if (i + 1) % k == 0:``) are decided by tracking the loop
 counter's residue, so accumulation is path-sensitive: both outcomes of such a
 guard really happen, in known iterations. Other conditions are unknown, and
 so is every test whose outcome decides no event (a logging period; see
-_deciding_tests): only tests that matter spend the few counters tracked. In
+guards.deciding_tests): only tests that matter spend the few counters tracked. In
 ``periodic or other`` the other part is an exception (the last batch); a path
 that steps only because of it is possible but not certain ("tainted").
 
@@ -27,8 +27,20 @@ import libcst as cst
 
 from graphlint.model import events as ev
 from graphlint.model.walk import children
-from graphlint.model.branches import immediate_post_dominators, region
 from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, WHILE, WITH, build_cfg
+from graphlint.model.guards import (
+    atoms,
+    counter_binding,
+    decide,
+    deciding_tests,
+    flag_test,
+    literal_arguments,
+    null_test,
+    null_tests,
+    periodic,
+    plain_assignments,
+    tested_locals,
+)
 from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, positional
 from graphlint.model.program import (
     ACCELERATOR,
@@ -82,7 +94,7 @@ class ENode:
     loop_test: bool = False  # the node whose True/False edges enter/leave a loop's body
     fixed: object = None  # a test decided by a helper's literal argument (True/False)
     # For a test: (splice, names whose value only an assignment changes: parameters
-    # the spliced scope never re-binds, locals only tested; see _tested_locals): the
+    # the spliced scope never re-binds, locals only tested; see guards.tested_locals): the
     # same name tested twice in one splice is one value (see OrderAnalysis.flags).
     constant: tuple | None = None
     splice: int = 0  # for a node with `assigns`: the splice the assignment belongs to
@@ -127,11 +139,11 @@ class EventGraph:
         key = ("flags", id(scope.node))
         if key not in self.cache:
             never_rebound = frozenset(p for p in scope.params if p not in scope.assigned)
-            tested = [_flag_test(node.stmt.test) for node in self._cfg(scope).nodes if node.kind in (IF, WHILE)]
+            tested = [flag_test(node.stmt.test) for node in self._cfg(scope).nodes if node.kind in (IF, WHILE)]
             names = [found[0] for found in tested if found is not None]
             twice = {name for name in names if names.count(name) > 1} - never_rebound
             # (The walk over the body only for a scope that tests some local twice.)
-            self.cache[key] = never_rebound | (_tested_locals(scope.body) & twice if twice else frozenset())
+            self.cache[key] = never_rebound | (tested_locals(scope.body) & twice if twice else frozenset())
         return self.cache[key]
 
     def calls(self, root, fors: tuple = ()) -> list:
@@ -181,7 +193,7 @@ class EventGraph:
                 first.parent_loop = first.loop
                 first.loop = first.id
                 if node.kind == FOR:
-                    first.binds = _counter_binding(node.stmt)
+                    first.binds = counter_binding(node.stmt)
             if any(header in side for header in node.loops):
                 mapping[node.id] = (
                     first.id,
@@ -201,7 +213,7 @@ class EventGraph:
             )
             self._constants = constants
             if node.kind == IF:
-                self.nodes[last].fixed = _decide(node.stmt.test, constants)
+                self.nodes[last].fixed = decide(node.stmt.test, constants)
             if node.kind in (IF, WHILE):
                 self.nodes[last].constant = constant
             if self.nodes[last].assigns:
@@ -291,7 +303,7 @@ class EventGraph:
                 first.increments = dotted(stmt.target)
         loop_fors = tuple(cfg.nodes[h].stmt for h in node.loops)
         assigns = (
-            _plain_assignments(stmt)
+            plain_assignments(stmt)
             if node.kind not in (IF, WHILE, FOR, WITH, DEF)
             else ()
         )
@@ -324,7 +336,7 @@ class EventGraph:
                         resolved = self.resolve(arg.value, aliases)
                         if resolved:
                             callee_aliases[arg.keyword.value] = resolved
-                constants = _literal_arguments(func, params, call)
+                constants = literal_arguments(func, params, call)
                 self.stack.append(func)
                 try:
                     entry, exit_ = self.expand(
@@ -521,179 +533,6 @@ class EventGraph:
         return None
 
 
-_LITERALS = {"True": True, "False": False, "None": None}
-
-
-def _plain_assignments(stmt) -> tuple:
-    """(name, is None) for each plain name an assignment statement binds."""
-    if type(stmt) is not cst.Assign:
-        return ()
-    is_none = type(stmt.value) is cst.Name and stmt.value.value == "None"
-    return tuple(
-        (target.target.value, is_none)
-        for target in stmt.targets
-        if type(target.target) is cst.Name
-    )
-
-
-def _null_test(test: cst.BaseExpression):
-    """(name, negated) for `name is None` (False) / `name is not None` (True)."""
-    if (
-        type(test) is cst.Comparison
-        and len(test.comparisons) == 1
-        and type(test.left) is cst.Name
-        and type(test.comparisons[0].comparator) is cst.Name
-        and test.comparisons[0].comparator.value == "None"
-    ):
-        operator = test.comparisons[0].operator
-        if type(operator) is cst.Is:
-            return test.left.value, False
-        if type(operator) is cst.IsNot:
-            return test.left.value, True
-    return None
-
-
-# Where reading a name can neither change its value nor let anything else change
-# the object it holds: tests, comparisons, boolean operators, formatting.
-_INERT_READERS = (
-    cst.If, cst.While, cst.IfExp, cst.UnaryOperation, cst.BooleanOperation, cst.Comparison,
-    cst.ComparisonTarget, cst.FormattedStringExpression,
-)
-
-
-def _tested_locals(body) -> frozenset[str]:
-    """Locals that only `name = value` binds and that are read only where nothing can
-    change the object they hold (`ok = finite(norm)` ... `if not ok:` ... `if ok:`).
-
-    Between two of its assignments such a name holds one value, so its truth is the
-    same at every test. A name also used as a receiver (`done.append(x)`), handed to
-    a call, aliased (`other = done`) or bound any other way is left out: its object
-    could change in between. So is any name a nested function or lambda mentions.
-    """
-    plain: set[str] = set()
-    spoiled: set[str] = set()
-    stack = [(node, None, False) for node in body]
-    while stack:
-        node, parent, nested = stack.pop()
-        kind = type(node)
-        if kind is cst.Name:
-            if nested or not (type(parent) in _INERT_READERS or type(parent) is cst.AssignTarget):
-                spoiled.add(node.value)
-            continue
-        if kind is cst.Assign:
-            for target in node.targets:
-                if type(target.target) is cst.Name:
-                    plain.add(target.target.value)
-        elif kind is cst.AssignTarget and type(node.target) is not cst.Name:
-            spoiled.update(bound_names(node.target))
-        nested = nested or kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-        stack.extend((child, node, nested) for child in children(node))
-    return frozenset(plain - spoiled)
-
-
-def _flag_test(test: cst.BaseExpression) -> tuple[str, str, int] | None:
-    """(name, kind, status its True branch means) for `name` / `not name` (kind
-    "truth") and `name is None` / `name is not None` (kind "none")."""
-    negated = False
-    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        negated, test = not negated, test.expression
-    if type(test) is cst.Name and test.value not in _LITERALS:
-        name, kind, if_true = test.value, "truth", 2
-    else:
-        null = _null_test(test)
-        if null is None:
-            return None
-        name, kind, if_true = null[0], "none", 2 if null[1] else 1
-    return name, kind, (3 - if_true) if negated else if_true
-
-
-def _null_tests(test: cst.BaseExpression) -> list:
-    if type(test) is cst.BooleanOperation:
-        return _null_tests(test.left) + _null_tests(test.right)
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        return _null_tests(test.expression)
-    found = _null_test(test)
-    return [found] if found else []
-
-
-def _literal_arguments(func, params: list[str], call: cst.Call) -> dict:
-    """Helper parameters bound to True/False/None at this call (or by their default)."""
-    values: dict = {}
-    if type(func) is cst.FunctionDef:
-        for param in list(func.params.params) + list(func.params.kwonly_params):
-            default = param.default
-            if type(default) is cst.Name and default.value in _LITERALS:
-                values[param.name.value] = _LITERALS[default.value]
-    passed = dict(zip(params, positional(call)))
-    passed.update(
-        {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
-    )
-    if any(arg.star for arg in call.args):
-        return {}  # *args / **kwargs: which parameter gets what is unknown
-    for name, value in passed.items():
-        if type(value) is cst.Name and value.value in _LITERALS:
-            values[name] = _LITERALS[value.value]
-        else:
-            values.pop(name, None)
-    return values
-
-
-def _decide(test: cst.BaseExpression, constants: dict):
-    """True/False when a test only reads parameters bound to literals, else None."""
-    if not constants:
-        return None
-    if type(test) is cst.Name and test.value in constants:
-        return bool(constants[test.value])
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        inner = _decide(test.expression, constants)
-        return None if inner is None else not inner
-    if (
-        type(test) is cst.Comparison
-        and len(test.comparisons) == 1
-        and type(test.left) is cst.Name
-        and test.left.value in constants
-        and type(test.comparisons[0].comparator) is cst.Name
-        and test.comparisons[0].comparator.value == "None"
-    ):
-        operator = test.comparisons[0].operator
-        if type(operator) is cst.Is:
-            return constants[test.left.value] is None
-        if type(operator) is cst.IsNot:
-            return constants[test.left.value] is not None
-    return None
-
-
-def _counter_binding(stmt: cst.For) -> tuple:
-    """(counter name, start) for `for i in range(a, ...)` / `for i, x in enumerate(xs, a)`."""
-    iterable = stmt.iter
-    if not (type(iterable) is cst.Call and type(iterable.func) is cst.Name):
-        return ()
-    args = positional(iterable)
-    target = stmt.target
-    if (
-        iterable.func.value == "enumerate"
-        and type(target) in (cst.Tuple, cst.List)
-        and target.elements
-    ):
-        name = target.elements[0].value
-        start_expr = args[1] if len(args) > 1 else None
-        for arg in iterable.args:
-            if arg.keyword is not None and arg.keyword.value == "start":
-                start_expr = arg.value
-    elif iterable.func.value == "range" and type(target) is cst.Name:
-        name = target
-        start_expr = args[0] if len(args) > 1 else None
-    else:
-        return ()
-    if type(name) is not cst.Name:
-        return ()
-    if start_expr is None:
-        return (name.value, 0)
-    if type(start_expr) is cst.Integer:
-        return (name.value, int(start_expr.value))
-    return ()  # an unknown start: the residue is not known
-
-
 def _calls_and_grad_writes(root, fors: tuple = ()):
     """Calls in evaluation order (arguments first), plus `p.grad = None`-style clears.
 
@@ -778,135 +617,6 @@ def _grad_of(expr: cst.BaseExpression) -> str | None:
     return None
 
 
-# ----- periodic guards -----
-def _deciding_tests(graph: EventGraph, code) -> set[int]:
-    """The tests worth deciding per path: those whose outcome changes which events
-    or counter increments run, or how a later such test goes (it assigns a name
-    that test reads: `if labels is not None: labels = f(labels)` decides nothing
-    unless some test of `labels` governs an event). A test that decides nothing
-    is left undecided, like any unknown condition: tracking its counter,
-    None-test or flag would only multiply the states (transformers' Trainer: an
-    evaluation loop's `step % eval_accumulation_steps`, a cache-emptying period,
-    `labels is None` before a loss).
-    """
-    nodes = graph.nodes
-    reads: dict[int, set[str]] = {}
-    for node in nodes:
-        if node.test is None:
-            continue
-        names = {name for name, _ in _null_tests(node.test)}
-        names.update(atom.key[0] for atom in atoms(node.test, code))
-        flag = _flag_test(node.test)
-        if flag is not None:
-            names.add(flag[0])
-        if names:
-            reads[node.id] = names
-    if not reads:
-        return set()
-    successors = [[succ for succ, _ in node.succ] for node in nodes]
-    ipdom = immediate_post_dominators(successors)
-    deciding: set[int] = set()
-    assigns: dict[int, set[str]] = {}  # test -> names its region assigns (undecided tests only)
-    for test in reads:
-        inside = region(test, successors, ipdom)
-        if inside is None:
-            deciding.add(test)  # a branch that never ends: what it decides is unknown
-            continue
-        assigned: set[str] = set()
-        for member in inside:
-            if nodes[member].events or nodes[member].increments:
-                deciding.add(test)
-                break
-            assigned.update(name for name, _ in nodes[member].assigns)
-        else:
-            assigns[test] = assigned
-    # A test that assigns a name a deciding test reads decides too, transitively.
-    changed = True
-    while changed:
-        relevant = set().union(*(reads[test] for test in deciding))
-        changed = False
-        for test, assigned in list(assigns.items()):
-            if assigned & relevant:
-                deciding.add(test)
-                del assigns[test]
-                changed = True
-    return deciding
-
-
-@dataclass(frozen=True)
-class Periodic:
-    """`(counter + offset) % modulus == 0` (equal) or `!= 0` (not equal)."""
-
-    key: tuple[str, str]  # (counter, modulus) as source text
-    offset: int
-    equal: bool
-
-
-def periodic(test: cst.BaseExpression, code) -> Periodic | None:
-    """The periodic atom a test is, if it is one."""
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        inner = _modulo(test.expression, code)
-        return Periodic(inner[0], inner[1], True) if inner else None
-    if type(test) is cst.BinaryOperation:
-        inner = _modulo(test, code)
-        return Periodic(inner[0], inner[1], False) if inner else None
-    if type(test) is cst.Comparison and len(test.comparisons) == 1:
-        comparison = test.comparisons[0]
-        inner = _modulo(test.left, code)
-        if inner is None:
-            return None
-        operator = comparison.operator
-        equal = type(operator) is cst.Equal
-        if not (equal or type(operator) is cst.NotEqual):
-            return None
-        key, offset = inner
-        right = comparison.comparator
-        if type(right) is cst.Integer and right.value == "0":
-            return Periodic(key, offset, equal)
-        if (
-            type(right) is cst.BinaryOperation
-            and type(right.operator) is cst.Subtract
-            and code(right.left) == key[1]
-            and type(right.right) is cst.Integer
-        ):
-            return Periodic(key, offset + int(right.right.value), equal)
-    return None
-
-
-def _modulo(expr, code):
-    if not (
-        type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Modulo
-    ):
-        return None
-    counter = expr.left
-    offset = 0
-    if (
-        type(counter) is cst.BinaryOperation
-        and type(counter.operator) in (cst.Add, cst.Subtract)
-        and type(counter.right) is cst.Integer
-    ):
-        offset = int(counter.right.value) * (
-            1 if type(counter.operator) is cst.Add else -1
-        )
-        counter = counter.left
-    name = dotted(counter)
-    if name is None:
-        return None
-    return (name, code(expr.right)), offset
-
-
-def atoms(test: cst.BaseExpression, code) -> list[Periodic]:
-    """The periodic atoms of a test built with `and` / `or` / `not`."""
-    if type(test) is cst.BooleanOperation:
-        return atoms(test.left, code) + atoms(test.right, code)
-    found = periodic(test, code)
-    if found is not None:
-        return [found]
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        return atoms(test.expression, code)
-    return []
-
-
 class OrderAnalysis:
     """Solve the B/Z/S order per optimizer on one event graph and collect violations."""
 
@@ -922,7 +632,7 @@ class OrderAnalysis:
         self.counter_loop: dict[tuple, int] = {}
         self.start: dict[tuple, int] = {}
         self.guards: dict[int, cst.BaseExpression] = {}
-        self._deciding = _deciding_tests(graph, code)
+        self._deciding = deciding_tests(graph, code)
         for node in graph.nodes:
             if node.id not in self._deciding or not atoms(node.test, code):
                 continue
@@ -951,9 +661,9 @@ class OrderAnalysis:
         }
         self.nulls: list[str] = []
         for node in graph.nodes:
-            if node.id not in self._deciding or not _null_tests(node.test):
+            if node.id not in self._deciding or not null_tests(node.test):
                 continue
-            for name, _ in _null_tests(node.test):
+            for name, _ in null_tests(node.test):
                 if name in set_to_none and (name in self.nulls or len(self.nulls) < 3):
                     if name not in self.nulls:
                         self.nulls.append(name)
@@ -968,13 +678,13 @@ class OrderAnalysis:
             if any(n in self.nulls for n, _ in node.assigns)
         }
         # Flags: a parameter its scope never re-binds, or a local only tested (see
-        # _tested_locals), tested by truth (`if optimizer:`) or against None at two
+        # guards.tested_locals), tested by truth (`if optimizer:`) or against None at two
         # tests or more of one splice. Its value cannot change between those tests
         # (a local's binding makes it unknown again, see flag_resets), so the branch
         # the first took decides the others (0 unknown, 1 false / None, 2 true / not None).
         tests: dict[tuple, list[tuple[int, int]]] = {}
         for node in graph.nodes:
-            found = _flag_test(node.test) if node.test is not None and node.constant else None
+            found = flag_test(node.test) if node.test is not None and node.constant else None
             if (
                 found is not None
                 and found[0] in node.constant[1]
@@ -1232,7 +942,7 @@ class OrderAnalysis:
             if left is False or right is False:
                 return False
             return True if left is True and right is True else None
-        null = _null_test(test)
+        null = null_test(test)
         if null is not None and null[0] in self.nulls:
             status = residue[len(self.keys) + self.nulls.index(null[0])]
             if status == 0:
