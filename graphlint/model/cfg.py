@@ -15,6 +15,7 @@ from typing import Iterable, Union
 import libcst as cst
 
 from graphlint.model.names import bound_names, dotted
+from graphlint.model.walk import children
 from graphlint.model.statements import (
     assigned_names,
     binds,
@@ -33,6 +34,10 @@ BACK = "back"
 ENTRY, EXIT, STMT, IF, FOR, WHILE, WITH, MATCH, DEF, JOIN = (
     "entry", "exit", "stmt", "if", "for", "while", "with", "match", "def", "join",
 )
+# Before the header of a `for` whose iterable calls something: Python evaluates
+# the iterable once, when the loop starts (`for g in torch.autograd.grad(...)`
+# backwards once, not once per element). Its ``stmt`` is the For statement.
+ITER = "iter"
 # The label of an edge into a JOIN node: ("arm", index of the branch it leaves).
 ARM = "arm"
 
@@ -325,6 +330,8 @@ class _Builder:
         kind = FOR if type(stmt) is cst.For else WHILE
         counter = zero_based_counter(stmt) if self.peel else None
         peeled = counter is not None and tests_first_iteration(stmt.body, counter)
+        if kind == FOR and _calls_something(stmt.iter):
+            preds = [(self.node(ITER, stmt, ctx, preds), None)]
         header = self.node(kind, stmt, ctx, [] if peeled else preds)
         if kind == FOR:
             self._bind(bound_names(stmt.target))
@@ -402,3 +409,14 @@ def build_cfg(
     }
     cfg.correlated = {flag: max(node for other, node, _, _ in builder.flag_tests if other == flag) for flag in correlated}
     return cfg
+
+
+def _calls_something(expr: cst.BaseExpression) -> bool:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Call:
+            return True
+        if type(node) is not cst.Lambda:
+            stack.extend(children(node))
+    return False

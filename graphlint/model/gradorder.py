@@ -27,7 +27,7 @@ import libcst as cst
 
 from graphlint.model import events as ev
 from graphlint.model.walk import children
-from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, WHILE, WITH, build_cfg
+from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, ITER, WHILE, WITH, build_cfg
 from graphlint.model.guards import (
     atoms,
     counter_binding,
@@ -287,8 +287,11 @@ class EventGraph:
         exprs: list[tuple[cst.CSTNode, tuple]] = []
         if node.kind in (IF, WHILE):
             exprs = [(stmt.test, ())]
-        elif node.kind == FOR:
+        elif node.kind == ITER:
             exprs = [(stmt.iter, ())]
+        elif node.kind == FOR:
+            # The iterable runs at the pre-header when it calls something (cfg.ITER).
+            exprs = [] if _has_pre_header(cfg, node) else [(stmt.iter, ())]
             if side:
                 exprs += [(inner, (stmt,)) for inner in stmt.body.body]
         elif node.kind == WITH:
@@ -304,7 +307,7 @@ class EventGraph:
         loop_fors = tuple(cfg.nodes[h].stmt for h in node.loops)
         assigns = (
             plain_assignments(stmt)
-            if node.kind not in (IF, WHILE, FOR, WITH, DEF)
+            if node.kind not in (IF, WHILE, FOR, ITER, WITH, DEF)
             else ()
         )
         current = first
@@ -1219,3 +1222,7 @@ def analyse_order(program: Program, code, line=lambda node: 0, entry_points=None
         analysis.line = line
         violations.extend(analysis.run())
     return violations
+
+
+def _has_pre_header(cfg: CFG, header) -> bool:
+    return any(cfg.nodes[pred].kind == ITER for pred, _ in header.pred)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphlint.model.cfg import CFG, DEF, FOR, IF, MATCH, WHILE, WITH
+from graphlint.model.cfg import CFG, DEF, FOR, IF, ITER, MATCH, WHILE, WITH
 from graphlint.model.names import bound_names
 from graphlint.model.statements import read_names
 
@@ -59,6 +59,8 @@ def _uses_defs(node) -> tuple[set[str], set[str]]:
         return read_names(stmt.subject), set()
     if node.kind == FOR:
         return read_names(stmt.iter), bound_names(stmt.target)
+    if node.kind == ITER:
+        return read_names(stmt.iter), set()
     if node.kind == WITH:
         uses: set[str] = set()
         defs: set[str] = set()

@@ -25,7 +25,7 @@ from graphlint.model.walk import children
 
 from graphlint.model import events as ev
 from graphlint.model.liveness import live_in, live_on_entry
-from graphlint.model.cfg import ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, MATCH, STMT, WHILE, WITH, build_cfg
+from graphlint.model.cfg import ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, ITER, MATCH, STMT, WHILE, WITH, build_cfg
 from graphlint.model.names import (
     bound_names,
     CUTTING_ATTRIBUTES,
@@ -760,7 +760,9 @@ class Interpreter:
                 self.dead_keys(),
             )
             if kind == FOR:
-                value = ctx.eval(stmt.iter)
+                held = frame.prefix + _iterable_key(stmt)
+                # The iterable a pre-header evaluated once (cfg.ITER), else the iterable itself.
+                value = state.env[held] if held in state.env else ctx.eval(stmt.iter)
                 if value and self.path(frame, stmt.iter) is not None:
                     value = value | {ELEMENT}
                 ctx.assign(stmt.target, value, element=True)
@@ -775,6 +777,9 @@ class Interpreter:
             else:
                 ctx.eval(stmt.test)
             return state
+        if kind == ITER:
+            state.env[frame.prefix + _iterable_key(stmt)] = ctx.eval(stmt.iter)
+            return ctx.state
         if kind == IF:
             ctx.eval(stmt.test)
             return state
@@ -1470,6 +1475,12 @@ def _tuple_elements(expr: cst.BaseExpression) -> list | None:
     if type(expr) in (cst.Tuple, cst.List) and not any(type(e) is cst.StarredElement for e in expr.elements):
         return [e.value for e in expr.elements]
     return None
+
+
+def _iterable_key(stmt: cst.For) -> str:
+    """Where a loop's pre-header keeps the iterable it evaluated (not a variable:
+    never dead, and dropped with the frame's other keys)."""
+    return f"<iterable of the for at {id(stmt)}>"
 
 
 def _concatenated_elements(expr: cst.BaseExpression) -> list | None:
