@@ -15,10 +15,10 @@ from typing import Iterable, Union
 import libcst as cst
 
 from graphlint.model.names import bound_names, dotted
-from graphlint.model.walk import children
 from graphlint.model.statements import (
     assigned_names,
     binds,
+    calls_something,
     constant_test,
     first_iteration_test,
     names_read,
@@ -330,7 +330,7 @@ class _Builder:
         kind = FOR if type(stmt) is cst.For else WHILE
         counter = zero_based_counter(stmt) if self.peel else None
         peeled = counter is not None and tests_first_iteration(stmt.body, counter)
-        if kind == FOR and _calls_something(stmt.iter):
+        if kind == FOR and calls_something(stmt.iter):
             preds = [(self.node(ITER, stmt, ctx, preds), None)]
         header = self.node(kind, stmt, ctx, [] if peeled else preds)
         if kind == FOR:
@@ -410,13 +410,3 @@ def build_cfg(
     cfg.correlated = {flag: max(node for other, node, _, _ in builder.flag_tests if other == flag) for flag in correlated}
     return cfg
 
-
-def _calls_something(expr: cst.BaseExpression) -> bool:
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.Call:
-            return True
-        if type(node) is not cst.Lambda:
-            stack.extend(children(node))
-    return False

@@ -204,15 +204,20 @@ def read_names(root: cst.CSTNode) -> set[str]:
     return found
 
 
-def test_names(test: cst.BaseExpression) -> set[str] | None:
-    """The names a test reads, or None when it calls something (a call may vary)."""
-    stack = [test]
+def calls_something(expr: cst.CSTNode) -> bool:
+    """Whether ``expr`` holds a call anywhere (a lambda's body included)."""
+    stack = [expr]
     while stack:
         node = stack.pop()
         if type(node) is cst.Call:
-            return None
+            return True
         stack.extend(children(node))
-    return read_names(test)
+    return False
+
+
+def test_names(test: cst.BaseExpression) -> set[str] | None:
+    """The names a test reads, or None when it calls something (a call may vary)."""
+    return None if calls_something(test) else read_names(test)
 
 
 def names_read(statements) -> set[str]:
