@@ -637,7 +637,7 @@ class OrderAnalysis:
         self.guards: dict[int, cst.BaseExpression] = {}
         self._deciding = deciding_tests(graph, code)
         for node in graph.nodes:
-            if node.id not in self._deciding or not atoms(node.test, code):
+            if node.id not in self._deciding:
                 continue
             usable = False
             for atom in atoms(node.test, code):
@@ -664,7 +664,7 @@ class OrderAnalysis:
         }
         self.nulls: list[str] = []
         for node in graph.nodes:
-            if node.id not in self._deciding or not null_tests(node.test):
+            if node.id not in self._deciding:
                 continue
             for name, _ in null_tests(node.test):
                 if name in set_to_none and (name in self.nulls or len(self.nulls) < 3):
