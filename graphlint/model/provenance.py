@@ -115,10 +115,16 @@ class Inlined:
 
 
 class State:
-    __slots__ = ("env", "freed", "traversed", "stepped", "fresh")
+    __slots__ = ("env", "item_keys", "freed", "traversed", "stepped", "fresh")
 
     def __init__(self) -> None:
+        # Writes go through set/add/put (never ``env[...] =``) to keep item_keys whole.
         self.env: dict[str, frozenset] = {}
+        # Every item path (``x['h']``) ever written to env along this state's history:
+        # a superset of env's item keys, so that reading ``x`` with its items scans
+        # a few keys, not the hundreds a large trainer's state holds. Immutable,
+        # shared between copies.
+        self.item_keys: frozenset[str] = frozenset()
         self.freed: dict[Origin, cst.CSTNode] = {}
         self.traversed: dict[Origin, cst.CSTNode] = {}
         self.stepped: dict[Origin, cst.CSTNode] = {}
@@ -128,6 +134,7 @@ class State:
     def copy(self) -> "State":
         new = State.__new__(State)
         new.env = dict(self.env)
+        new.item_keys = self.item_keys
         new.freed = dict(self.freed)
         new.traversed = dict(self.traversed)
         new.stepped = dict(self.stepped)
@@ -158,6 +165,8 @@ class State:
             elif not value <= mine:
                 env[key] = mine | value
                 changed = True
+        if other.item_keys is not self.item_keys and not other.item_keys <= self.item_keys:
+            self.item_keys = self.item_keys | other.item_keys
         for name in ("freed", "traversed", "stepped"):
             mine = getattr(self, name)
             for key, value in getattr(other, name).items():
@@ -181,11 +190,11 @@ class State:
         an object's attributes (``model.fake``) are not part of the object's own graph."""
         env = self.env
         value = env.get(path, EMPTY)
-        # (Every env walk here is a plain loop or comprehension over the keys with
-        # one startswith call: states of large trainers hold hundreds of paths.)
-        bracket = path + "["
-        for key in [k for k in env if k.startswith(bracket)]:
-            value = value | env[key]
+        if self.item_keys:
+            bracket = path + "["
+            for key in self.item_keys:
+                if key.startswith(bracket):
+                    value = value | env.get(key, EMPTY)
         return value
 
     def has(self, path: str) -> bool:
@@ -198,17 +207,27 @@ class State:
         return False
 
     def set(self, path: str, value: frozenset) -> None:
+        # (Every env walk here is a plain loop or comprehension over the keys with
+        # one startswith call: states of large trainers hold hundreds of paths.)
         below = (path + ".", path + "[")
         for key in [k for k in self.env if k.startswith(below)]:
             del self.env[key]
+        self.put(path, value)
+
+    def put(self, path: str, value: frozenset) -> None:
+        """Bind ``path`` alone, leaving what lies below it (attributes, items) as it is."""
         self.env[path] = value
+        if "[" in path and path not in self.item_keys:
+            self.item_keys = self.item_keys | {path}
 
     def add(self, path: str, value: frozenset) -> None:
-        self.env[path] = self.env.get(path, EMPTY) | value
+        env = self.env
+        self.put(path, env.get(path, EMPTY) | value)
         # An item written under a key computed at run time may be any of the known ones.
         bracket = path + "["
-        for key in [k for k in self.env if k.startswith(bracket)]:
-            self.env[key] = self.env[key] | value
+        for key in self.item_keys:
+            if key.startswith(bracket) and key in env:
+                env[key] = env[key] | value
 
     def drop_prefix(self, prefix: str, dead: frozenset = frozenset()) -> None:
         for key in [k for k in self.env if k.startswith(prefix)]:
@@ -778,7 +797,7 @@ class Interpreter:
                 ctx.eval(stmt.test)
             return state
         if kind == ITER:
-            state.env[frame.prefix + _iterable_key(stmt)] = ctx.eval(stmt.iter)
+            state.put(frame.prefix + _iterable_key(stmt), ctx.eval(stmt.iter))
             return ctx.state
         if kind == IF:
             ctx.eval(stmt.test)
@@ -994,7 +1013,7 @@ class _StmtContext:
         if not values or path is None or self.no_grad or self.site is None:
             return
         for index, value in enumerate(values):
-            self.state.env[item_path(path, str(index))] = self._part(value | (raw & {NEW}) if value else value)
+            self.state.put(item_path(path, str(index)), self._part(value | (raw & {NEW}) if value else value))
 
     def materialise(self, value: frozenset) -> frozenset:
         """Turn an evaluated right-hand side into the value this statement stores."""
@@ -1049,7 +1068,7 @@ class _StmtContext:
             # but is no graph of its own: `amp.scale_loss(loss, optimizer)` passes it on.
             value = value & {PARAMS}
         if path == self.constructed:
-            self.state.env[path] = value  # keep the attributes its __init__ set
+            self.state.put(path, value)  # keep the attributes its __init__ set
         else:
             self.state.set(path, value)
         if self.site is not None:
@@ -1091,7 +1110,7 @@ class _StmtContext:
         state = self.state
         state.set(path, EMPTY)
         for key, element in zip(keys, value_expr.elements):
-            state.env[item_path(path, key)] = self.eval_quiet(element.value)
+            state.put(item_path(path, key), self.eval_quiet(element.value))
 
     def _subscript_write(self, target: cst.Subscript, value: frozenset) -> None:
         """``group['lr'] = value`` on an optimizer's param group is a hyperparameter write."""
@@ -1329,7 +1348,7 @@ class _StmtContext:
             for name in bound_names(node.target):
                 path = self.frame.prefix + name
                 saved.setdefault(path, self.state.env.get(path))
-                self.state.env[path] = value - {NEW}
+                self.state.put(path, value - {NEW})
             for condition in node.ifs:
                 self.eval(condition.test)
             node = node.inner_for_in
@@ -1340,7 +1359,7 @@ class _StmtContext:
             if old is None:
                 self.state.env.pop(path, None)
             else:
-                self.state.env[path] = old
+                self.state.put(path, old)
         return result
 
     def _eval_ListComp(self, expr) -> frozenset:
