@@ -78,6 +78,8 @@ def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:
     for origin, earlier in sorted(backward.freed_hits.items(), key=lambda item: model.site_line(item[0][0])):
         if origin[1] and origin[0] in recurrent_sites:
             continue  # reaches the backward only through recurrent state: GL002's finding
+        if model.of_an_unknown_iteration(origin, backward.loop):
+            continue
         roots = backward.roots | roots_of.get(earlier, set())
         if not _evidenced(model, backward, origin, roots):
             continue
@@ -97,7 +99,7 @@ def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:
 
 def _stepped_graph(model, backward, recurrent_sites) -> str | None:
     for origin, step in sorted(backward.stepped_hits.items(), key=lambda item: model.site_line(item[0][0])):
-        if origin[1] and origin[0] in recurrent_sites:
+        if origin[1] and origin[0] in recurrent_sites or model.of_an_unknown_iteration(origin, backward.loop):
             continue
         if not model.origin_is_graph(origin, roots=backward.roots):
             continue

@@ -227,14 +227,8 @@ class _CallEvaluator:
         resolved = {self._resolve_dotted(m) for m in models}
         resolved.discard(None)
         if resolved:
-            sites = self.interp.sites
-            live = set()
-            for value in state.env.values():
-                live |= value
-            for origin in live:
-                callees = sites[origin[0]].callees if origin[0] >= 0 else ()
-                if any(_related(callee, model) for callee in callees for model in resolved):
-                    state.stepped.setdefault(origin, self.call)
+            for origin in _built_by(self.interp.sites, state, resolved):
+                state.stepped.setdefault(origin, self.call)
         return EMPTY
 
     def _call_closure(self, closure: cst.BaseExpression) -> None:
@@ -642,6 +636,38 @@ class _CallEvaluator:
             # no node; what the caller stores is a leaf too.
             return self.leaf()
         return returns
+
+
+def _built_by(sites, state, models: set[str]) -> set:
+    """The live nodes whose forward ran one of ``models`` (their parameters are saved there).
+
+    A method's statement runs once per instance it is called on (twin critics:
+    one class, two instances, an optimizer each), and its site does not tell the
+    runs apart. A node of such a site counts only when a value holding it also
+    holds a node that only these models built (the call ``q1 = critic1(s, a)``).
+    """
+    frames = {_frame_of(model) for model in models}
+    sure, unsure = set(), set()
+    for origin in set().union(*state.env.values()):
+        if origin[0] < 0:
+            continue
+        # The runs named in this frame (a standalone solve of the method names `self`).
+        runs = [run for run in sites[origin[0]].callee_sets if any(_frame_of(path) in frames for path in run)]
+        related = [any(_related(callee, model) for callee in run for model in models) for run in runs]
+        if related and all(related):
+            sure.add(origin)
+        elif any(related):
+            unsure.add(origin)
+    if unsure:
+        for value in state.env.values():
+            if not value.isdisjoint(sure):
+                sure |= value & unsure
+    return sure
+
+
+def _frame_of(path: str) -> str:
+    """The frame a path is named in: ``@scope:`` (see Interpreter.path), or "" for the module body."""
+    return path.partition(":")[0] if path.startswith("@") else ""
 
 
 def _related(a: str, b: str) -> bool:

@@ -12,7 +12,7 @@ from graphlint.model.positions import Positions
 from graphlint.model.program import Program
 from graphlint.model.relevance import Relevant, relevant_scopes, spell_scopes
 from graphlint.model.walk import analysing
-from graphlint.model.provenance import AnalysisBudgetExceeded, Facts, Interpreter, Site
+from graphlint.model.provenance import OUTER, AnalysisBudgetExceeded, Facts, Interpreter, Site
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,20 @@ class ModuleModel:
     def code(self, node: libcst.CSTNode) -> str:
         text = self.module.code_for_node(node).strip()
         return text if len(text) <= 60 else text[:57] + "..."
+
+    def of_an_unknown_iteration(self, origin, loop) -> bool:
+        """A node labelled OUTER of a site in a loop nested inside ``loop``.
+
+        The label means "an earlier iteration of a loop around the site's own":
+        for `for epoch: for layer: for part: node = ...`, both the previous
+        layer of this epoch and any layer of the previous epoch. A backward in
+        the epoch loop cannot tell from it whether it meets its own graph or the
+        one it freed the epoch before.
+        """
+        if origin[1] != OUTER or loop is None or origin[0] < 0:
+            return False
+        site = self.sites[origin[0]]
+        return loop in site.loops and loop not in site.innermost
 
     def site_line(self, site_id: int) -> int:
         return self.line(self.sites[site_id].stmt)

@@ -379,6 +379,13 @@ class _KindCollector:
 
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         path = dotted(target)
+        if type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List):
+            # critic1, critic2 = Critic(), Critic()
+            if len(target.elements) == len(value.elements):
+                for element, part in zip(target.elements, value.elements):
+                    if type(element) is not cst.StarredElement and type(part) is not cst.StarredElement:
+                        self._assign(element.value, part.value)
+            return
         if type(target) in (cst.Tuple, cst.List) and type(value) is cst.Call:
             if self.program.imports.qualify(value.func) in ENGINE_SETUPS and target.elements:
                 # engine, optimizer, loader, scheduler = deepspeed.initialize(model=..., ...)

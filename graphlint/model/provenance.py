@@ -79,9 +79,10 @@ class Site:
     id: int
     stmt: cst.CSTNode
     strength: int = 0
-    # Module paths (in the caller's naming) called at this site: used to tell
-    # which optimizer's step modifies the parameters this node saved.
-    callees: set[str] = field(default_factory=set)
+    # Module paths (in the caller's naming) called at this site, one set per
+    # way it ran (a method's statement runs once per instance it is called on):
+    # used to tell which optimizer's step modifies the parameters this node saved.
+    callee_sets: set[frozenset[str]] = field(default_factory=set)
     # Keys of every loop the site ever executed inside (at any depth).
     loops: set[tuple] = field(default_factory=set)
     # Keys of the innermost loops it executed in (where its ages turn over one by one).
@@ -1033,7 +1034,8 @@ class _StmtContext:
             # is a forward call whose arguments may carry recurrent state.
             interp.forwards_run += 1
         site.strength = max(site.strength, strength)
-        site.callees |= self.callees
+        if self.callees:
+            site.callee_sets.add(frozenset(self.callees))
         site.loops.update(self.loop_keys)
         if self.loop_keys:
             site.innermost.add(self.loop_keys[-1])
