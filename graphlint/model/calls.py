@@ -437,7 +437,9 @@ class _CallEvaluator:
                 ctx.state.set(path, EMPTY)
             return EMPTY
         owner_value = ctx.eval(owner)
-        if method in LIST_ADDS or (method in CONTAINER_ADDS and (CONTAINER in kinds or self.ctx._is_param_group(owner))):
+        if (method in LIST_ADDS and _list_add_arguments(method, self.call)) or (
+            method in CONTAINER_ADDS and (CONTAINER in kinds or self.ctx._is_param_group(owner))
+        ):
             added = self.args_value()
             self.container_add(owner, added, method)
             return EMPTY
@@ -663,6 +665,16 @@ def _built_by(sites, state, models: set[str]) -> set:
             if not value.isdisjoint(sure):
                 sure |= value & unsure
     return sure
+
+
+def _list_add_arguments(method: str, call: cst.Call) -> bool:
+    """Whether the arguments fit a list's (or deque's) method: ``append(x)``,
+    ``insert(i, x)``. speechbrain's ``metrics.append(ids, predict, target, lengths)``
+    is another object's method, which stores what it chooses (detached scores)."""
+    args = call.args
+    if any(arg.keyword is not None or arg.star for arg in args):
+        return False
+    return len(args) == (2 if method == "insert" else 1)
 
 
 def _frame_of(path: str) -> str:

@@ -33,7 +33,13 @@ CUTTING_METHODS = frozenset({
     "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor",
     # Hook registrations return a handle, not a tensor.
     "register_hook", "register_post_accumulate_grad_hook",
+    # Integer draws: no graph of the probabilities (`probs.multinomial(1)`).
+    "multinomial",
 })
+# Tensor methods returning a (values, indices) pair: ``t.max(1)[1]`` is graph-free.
+# (Called without a dimension, max, min and median return a 0-d tensor, which
+# ``[1]`` cannot index: ``[1]`` right after the call implies the pair.)
+INDEXED_REDUCTIONS = frozenset({"max", "min", "topk", "sort", "kthvalue", "median", "mode", "cummax", "cummin"})
 # Drawing from a torch distribution runs under no_grad (rsample() is the
 # differentiable draw). Cut only when the method is not one of a class of the file
 # or a module's: a VAE's own `sample(mu, logvar)` reparameterises.
@@ -43,7 +49,7 @@ INPLACE_CUTS = frozenset({"detach_", "requires_grad_"})
 # Attributes that read a graph-free value off a tensor.
 CUTTING_ATTRIBUTES = frozenset({
     "data", "grad", "shape", "dtype", "device", "requires_grad", "is_leaf", "ndim",
-    "is_cuda", "layout", "names",
+    "is_cuda", "layout", "names", "indices",
 })
 
 TORCH_FACTORIES = frozenset({

@@ -29,6 +29,7 @@ from graphlint.model.cfg import ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, ITER,
 from graphlint.model.names import (
     bound_names,
     CUTTING_ATTRIBUTES,
+    INDEXED_REDUCTIONS,
     constant_string,
     dotted,
 )
@@ -786,6 +787,9 @@ class Interpreter:
                 if value and self.path(frame, stmt.iter) is not None:
                     value = value | {ELEMENT}
                 ctx.assign(stmt.target, value, element=True)
+                # The header re-binds its targets in each iteration: they are fresh in it
+                # (`for emb in embs: emb = emb - emb.mean(0)` accumulates nothing).
+                state.fresh[key] = frozenset(frame.prefix + name for name in bound_names(stmt.target))
                 name = stmt.target.value if type(stmt.target) is cst.Name else None
                 container = self.path(frame, stmt.iter)
                 if name and container:
@@ -1286,6 +1290,9 @@ class _StmtContext:
             return tail
         if self._reads_a_hyperparameter(expr):
             return EMPTY
+        if _indices_of_a_reduction(expr):
+            self.eval(expr.value)  # the reduction's own calls still run
+            return EMPTY
         single = True
         for element in expr.slice:
             if type(element.slice) is cst.Index:
@@ -1413,6 +1420,19 @@ def _display_of_reads(expr: cst.BaseExpression) -> bool:
 
 # Dict displays with more keys stay one value (see _StmtContext._split_keys).
 _MAX_SPLIT_KEYS = 32
+
+
+def _indices_of_a_reduction(expr: cst.Subscript) -> bool:
+    """``q.max(1)[1]``, ``logits.topk(k)[1]``: the indices half of a (values, indices)
+    pair, an integer tensor without a graph (``.indices``: CUTTING_ATTRIBUTES)."""
+    if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
+        return False
+    index, reduced = expr.slice[0].slice.value, expr.value
+    return (
+        type(index) is cst.Integer and index.value == "1"
+        and type(reduced) is cst.Call and type(reduced.func) is cst.Attribute
+        and reduced.func.attr.value in INDEXED_REDUCTIONS
+    )
 
 
 def item_path(base: str, key: str) -> str:
