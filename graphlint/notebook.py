@@ -201,9 +201,19 @@ def neutralise_ipython(lines: list[str]) -> list[str]:
         lines = [_blank(lines[0])] + lines[1:]
     result = []
     scanner = _LogicalLines()
+    command_continues = False  # `!pip install x \` goes on on the next line
     for line in lines:
-        result.append(_neutralise_line(line) if scanner.at_statement_start() else line)
-        scanner.feed(result[-1])
+        command = command_continues
+        if command_continues:
+            result.append("")
+        elif scanner.at_statement_start():
+            python, command = _neutralise_line(line)
+            result.append(python)
+            scanner.feed(python)
+        else:
+            result.append(line)
+            scanner.feed(line)
+        command_continues = command and line.rstrip().endswith("\\")
     return result
 
 
@@ -212,13 +222,15 @@ def _blank(line: str) -> str:
     return indent + "pass"
 
 
-def _neutralise_line(line: str) -> str:
+def _neutralise_line(line: str) -> tuple[str, bool]:
+    """The line as Python, and whether it was an IPython command (shell, help, magic)
+    whose text, continued by a backslash, goes on on the next line."""
     stripped = line.strip()
     if not stripped or stripped.startswith("#"):
-        return line
+        return line, False
     indent = line[: len(line) - len(line.lstrip())]
     if stripped.startswith("!") or stripped.startswith("?") or (stripped.endswith("?") and "#" not in stripped):
-        return indent + "pass"  # shell command or help request
+        return indent + "pass", True  # shell command or help request
     magic = _LINE_MAGIC.match(line)
     if magic:
         if magic.group("name") in _PYTHON_LINE_MAGICS and magic.group("rest").strip():
@@ -226,12 +238,12 @@ def _neutralise_line(line: str) -> str:
             # The Python after the magic keeps its column: the prefix becomes "pass;" plus padding.
             padding = _NOOP.ljust(len(prefix)) if len(prefix) >= len(_NOOP) else None
             if padding is not None:
-                return magic.group("indent") + padding + magic.group("rest")
-        return indent + "pass"
+                return magic.group("indent") + padding + magic.group("rest"), False
+        return indent + "pass", True
     assigned = _ASSIGNED_SHELL_OR_MAGIC.match(line)
     if assigned:
-        return assigned.group("target") + "None"  # files = !ls  /  t = %timeit -o f()
-    return line
+        return assigned.group("target") + "None", True  # files = !ls  /  t = %timeit -o f()
+    return line, False
 
 
 class _LogicalLines:

@@ -90,6 +90,10 @@ def test_suppression_comments_work_in_cells():
         (["%%time", "loss.backward()"], ["pass", "loss.backward()"]),
         (["%%bash", "echo hi", "ls"], ["", "", ""]),
         (['s = """', "%not a magic", '"""', "y = (1,", "  !2)"], ['s = """', "%not a magic", '"""', "y = (1,", "  !2)"]),
+        # A command continued by backslashes (speechbrain's tutorials); Python after it is Python.
+        (["!python train.py \\", "    --lr 0.1 \\", "    --epochs 2", "x = 1 + \\", "    2"],
+         ["pass", "", "", "x = 1 + \\", "    2"]),
+        (["%time f(a, \\", "    b)"], ["pass; f(a, \\", "    b)"]),
     ],
 )
 def test_ipython_syntax_is_neutralised_in_place(lines, expected):
