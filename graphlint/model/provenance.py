@@ -32,6 +32,7 @@ from graphlint.model.names import (
     INDEXED_REDUCTIONS,
     constant_string,
     dotted,
+    positional,
 )
 from graphlint.model.program import ACCELERATOR, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope
 
@@ -962,6 +963,8 @@ class _StmtContext:
             self.returned_elements = None
             whole = self.eval(value_expr)
             values = self.returned_elements
+            if len(targets) == 2 and _returns_indices(value_expr):
+                values = [whole, EMPTY]  # `_, idx = probs.topk(1)`: the indices have no graph
             if not values or len(values) != len(targets):
                 stored = self.materialise(whole)
                 for item in targets:
@@ -1423,16 +1426,36 @@ _MAX_SPLIT_KEYS = 32
 
 
 def _indices_of_a_reduction(expr: cst.Subscript) -> bool:
-    """``q.max(1)[1]``, ``logits.topk(k)[1]``: the indices half of a (values, indices)
+    """``q.max(1)[1]``, ``torch.topk(p, k)[1]``: the indices half of a (values, indices)
     pair, an integer tensor without a graph (``.indices``: CUTTING_ATTRIBUTES)."""
     if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
         return False
-    index, reduced = expr.slice[0].slice.value, expr.value
-    return (
-        type(index) is cst.Integer and index.value == "1"
-        and type(reduced) is cst.Call and type(reduced.func) is cst.Attribute
-        and reduced.func.attr.value in INDEXED_REDUCTIONS
-    )
+    index = expr.slice[0].slice.value
+    return type(index) is cst.Integer and index.value == "1" and _returns_indices(expr.value)
+
+
+def _returns_indices(expr: cst.BaseExpression) -> bool:
+    """A call returning (values, indices): ``x.topk(k)``, ``torch.sort(x)``, and
+    ``max``/``min`` given a dimension (``x.max(1)``, ``torch.max(x, dim=-1)``;
+    ``torch.max(a, b)`` is an element-wise maximum)."""
+    if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:
+        return False
+    method = expr.func.attr.value
+    if method not in INDEXED_REDUCTIONS:
+        return False
+    if method not in ("max", "min"):
+        return True
+    if any(arg.keyword is not None and arg.keyword.value == "dim" for arg in expr.args):
+        return True
+    args = positional(expr)
+    dim = args[1:2] if dotted(expr.func.value) == "torch" else args[:1]
+    return bool(dim) and _is_integer(dim[0])
+
+
+def _is_integer(expr: cst.BaseExpression) -> bool:
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus:
+        expr = expr.expression
+    return type(expr) is cst.Integer
 
 
 def item_path(base: str, key: str) -> str:
