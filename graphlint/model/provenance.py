@@ -895,8 +895,9 @@ class _StmtContext:
                     # A module's outputs (decoder steps stacked and returned) are the
                     # graph its caller trains through, not a history kept by mistake.
                     self.interp.facts.returned_sites.update(o[0] for o in value)
-                if not (type(stmt.value) is cst.Name and stmt.value.value == "None"):
-                    # (`return None` on another path: a caller that unpacks took the tuple's.)
+                if values is not None:
+                    # (`return loss` or `return None` on another path: a caller that
+                    # unpacks, or reads `ret[1]`, took the tuple's path.)
                     self._record_returned_elements(values)
         elif type(stmt) is cst.Del:
             self._delete(stmt.target)
@@ -927,7 +928,7 @@ class _StmtContext:
         known = self.frame.returned_elements
         if known is False:
             return
-        if values is None or (known is not None and len(known) != len(values)):
+        if known is not None and len(known) != len(values):
             self.frame.returned_elements = False
         elif known is None:
             self.frame.returned_elements = list(values)
