@@ -839,6 +839,85 @@ def test_a_flag_the_loop_re_binds_is_followed_from_each_binding():
     )
 
 
+def test_attribute_and_comparison_tests_of_parameters_are_one_value():
+    # DGL's `if args.sparse_embedding:` around a second optimizer's zero_grad and
+    # step; Swin's `if config.ACCUMULATION_STEPS > 1:` choosing accumulation or not,
+    # tested once per iteration: every iteration takes the branch the first took.
+    check(
+        _in_function(
+            """
+            for x in data:
+                if accumulate.sparse:
+                    opt.zero_grad()
+                model(x).sum().backward()
+                if accumulate.sparse:
+                    opt.step()
+            """
+        ),
+        [],
+    )
+    check(
+        _in_function(
+            """
+            opt.zero_grad()
+            for i, x in enumerate(data):
+                if accumulate.steps > 1:
+                    model(x).sum().backward()
+                    if (i + 1) % accumulate.steps == 0:
+                        opt.step()
+                        opt.zero_grad()
+                else:
+                    opt.zero_grad()
+                    model(x).sum().backward()
+                    opt.step()
+            """
+        ),
+        [],
+    )
+
+
+def test_a_constant_test_is_not_constant_once_its_attribute_is_assigned():
+    check(
+        _in_function(
+            """
+            for x in data:
+                if accumulate.sparse:
+                    opt.zero_grad()
+                model(x).sum().backward()  # here
+                accumulate.sparse = check(x)
+                if accumulate.sparse:
+                    opt.step()
+            """
+        ),
+        [("b", "# here", "opt")],
+    )
+
+
+def test_a_flag_of_a_helper_is_decided_afresh_at_each_call():
+    # Called with other arguments in the caller's loop: a plain epoch's last
+    # gradients are still there when an accumulating epoch steps.
+    check(
+        """
+def epoch(config, data):
+    for i, x in enumerate(data):
+        if config.steps > 1:
+            model(x).sum().backward()
+            if (i + 1) % config.steps == 0:
+                opt.step()
+                opt.zero_grad()
+        else:
+            opt.zero_grad()
+            model(x).sum().backward()  # here
+            opt.step()
+
+
+for config in configs:
+    epoch(config, data)
+""",
+        [("b", "# here", "opt")],
+    )
+
+
 def test_a_local_only_tested_is_one_value_between_its_bindings():
     # pytorch/rl's GRPO: the step and the zero_grad after it under one finiteness flag.
     check(

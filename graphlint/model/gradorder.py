@@ -33,6 +33,8 @@ from graphlint.model.guards import (
     counter_binding,
     decide,
     deciding_tests,
+    assigned_paths,
+    flag_roots,
     flag_test,
     literal_arguments,
     null_test,
@@ -125,6 +127,8 @@ class EventGraph:
         self.nodes: list[ENode] = []
         self.stack: list[cst.CSTNode] = []
         self._splices = 0
+        # The entry node of each splice -> the splice: each call binds its parameters anew.
+        self.splice_entries: dict[int, int] = {}
         self._scopes_by_key = {scope.key: scope for scope in program.scopes.values()}
         # Per file: CFGs and call lists of scopes that are spliced in many times.
         self.cache = cache if cache is not None else {}
@@ -139,12 +143,34 @@ class EventGraph:
         key = ("flags", id(scope.node))
         if key not in self.cache:
             never_rebound = frozenset(p for p in scope.params if p not in scope.assigned)
-            tested = [flag_test(node.stmt.test) for node in self._cfg(scope).nodes if node.kind in (IF, WHILE)]
-            names = [found[0] for found in tested if found is not None]
+            tests = [node.stmt.test for node in self._cfg(scope).nodes if node.kind in (IF, WHILE)]
+            tested = [(flag_test(test), test) for test in tests]
+            names = [found[0] for found, _ in tested if found is not None]
             twice = {name for name in names if names.count(name) > 1} - never_rebound
             # (The walk over the body only for a scope that tests some local twice.)
-            self.cache[key] = never_rebound | (tested_locals(scope.body) & twice if twice else frozenset())
+            flags = never_rebound | (tested_locals(scope.body) & twice if twice else frozenset())
+            self.cache[key] = flags | self._constant_tests(scope, never_rebound, tested)
         return self.cache[key]
+
+    def _constant_tests(self, scope: Scope, never_rebound: frozenset[str], tested: list) -> frozenset[str]:
+        """Keys of attribute and comparison tests (`args.sparse`, `cfg.steps > 1`) whose
+        roots are parameters the scope never re-binds or names it never binds (module
+        constants), and whose attributes it never assigns: one value in the whole scope."""
+        bound = scope.assigned | set(scope.params) | scope.locals
+        composite = []
+        for found, test in tested:
+            if found is None or found[1] != "truth" or found[0].isidentifier():
+                continue  # a plain name: see above
+            roots, paths = flag_roots(test)
+            if all(root in never_rebound or root not in bound for root in roots):
+                composite.append((found[0], paths))
+        if not composite:
+            return frozenset()
+        assigned = assigned_paths(scope.body)
+        return frozenset(
+            key for key, paths in composite
+            if not any(path == written or path.startswith(written + ".") for path in paths for written in assigned)
+        )
 
     def calls(self, root, fors: tuple = ()) -> list:
         key = ("calls", id(root), tuple(id(f) for f in fors))
@@ -230,6 +256,7 @@ class EventGraph:
                 if node.id in side and label is True:
                     continue  # the side loop's body already ran as the header's events
                 self.link(last.id, mapping[succ][0], label)
+        self.splice_entries[mapping[cfg.entry][0]] = constant[0]
         return mapping[cfg.entry][0], mapping[cfg.exit][1]
 
     def _loop_id(self, mapping, own_loop, outer):
@@ -681,10 +708,12 @@ class OrderAnalysis:
             if any(n in self.nulls for n, _ in node.assigns)
         }
         # Flags: a parameter its scope never re-binds, or a local only tested (see
-        # guards.tested_locals), tested by truth (`if optimizer:`) or against None at two
-        # tests or more of one splice. Its value cannot change between those tests
-        # (a local's binding makes it unknown again, see flag_resets), so the branch
-        # the first took decides the others (0 unknown, 1 false / None, 2 true / not None).
+        # guards.tested_locals), tested by truth (`if optimizer:`) or against None, and
+        # constant attribute or comparison tests (`if args.sparse:`; see _constant_tests),
+        # at two tests or more of one splice, or at one inside a loop (each iteration
+        # tests it again). Its value cannot change between those tests (a local's
+        # binding makes it unknown again, see flag_resets), so the branch the first
+        # took decides the others (0 unknown, 1 false / None, 2 true / not None).
         tests: dict[tuple, list[tuple[int, int]]] = {}
         for node in graph.nodes:
             found = flag_test(node.test) if node.test is not None and node.constant else None
@@ -696,7 +725,9 @@ class OrderAnalysis:
             ):
                 name, kind, if_true = found
                 tests.setdefault((node.constant[0], name, kind), []).append((node.id, if_true))
-        self.flags = [flag for flag, tested in tests.items() if len(tested) > 1][:_MAX_FLAGS]
+        self.flags = [
+            flag for flag, tested in tests.items() if len(tested) > 1 or graph.nodes[tested[0][0]].loop is not None
+        ][:_MAX_FLAGS]
         first = len(self.keys) + len(self.nulls)
         # Test node -> (its flag's position in the residue, the status its True branch means).
         self.flag_tests = {
@@ -704,7 +735,8 @@ class OrderAnalysis:
             for index, flag in enumerate(self.flags)
             for node_id, if_true in tests[flag]
         }
-        # An assignment of a flag local makes its value unknown again.
+        # An assignment of a flag local makes its value unknown again, and so does a
+        # new call of the spliced function (a helper called in a loop, with other arguments).
         self.flag_resets = {
             node.id: [
                 first + index
@@ -714,6 +746,10 @@ class OrderAnalysis:
             for node in graph.nodes
             if node.assigns
         }
+        for node_id, entered in graph.splice_entries.items():
+            resets = [first + index for index, (splice, _, _) in enumerate(self.flags) if splice == entered]
+            if resets:
+                self.flag_resets[node_id] = self.flag_resets.get(node_id, []) + resets
         self.incrementers = {
             node.id: [k for k in self.keys if k[0] == node.increments]
             for node in graph.nodes

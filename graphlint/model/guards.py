@@ -97,19 +97,92 @@ def tested_locals(body) -> frozenset[str]:
 
 
 def flag_test(test: cst.BaseExpression) -> tuple[str, str, int] | None:
-    """(name, kind, status its True branch means) for `name` / `not name` (kind
-    "truth") and `name is None` / `name is not None` (kind "none")."""
+    """(key, kind, status its True branch means) for `name` / `not name` (kind
+    "truth") and `name is None` / `name is not None` (kind "none"). Also "truth"
+    tests of an attribute or of a comparison with a literal (`if args.sparse:`,
+    `if config.ACCUMULATION_STEPS > 1:`), keyed by their text: constant when
+    their roots are (see flag_roots)."""
     negated = False
     while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         negated, test = not negated, test.expression
     if type(test) is cst.Name and test.value not in _LITERALS:
         name, kind, if_true = test.value, "truth", 2
+    elif _composite_key(test) is not None:
+        name, kind, if_true = _composite_key(test), "truth", 2
     else:
         null = null_test(test)
         if null is None:
             return None
         name, kind, if_true = null[0], "none", 2 if null[1] else 1
     return name, kind, (3 - if_true) if negated else if_true
+
+
+_COMPARISONS = {
+    cst.Equal: "==", cst.NotEqual: "!=", cst.LessThan: "<", cst.GreaterThan: ">",
+    cst.LessThanEqual: "<=", cst.GreaterThanEqual: ">=",
+}
+
+
+def _composite_key(test: cst.BaseExpression) -> str | None:
+    """`args.sparse` -> "args.sparse"; `cfg.steps > 1` -> "cfg.steps > 1"; else None."""
+    if type(test) is cst.Attribute:
+        return dotted(test)
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    operator = _COMPARISONS.get(type(test.comparisons[0].operator))
+    left, right = _operand_text(test.left), _operand_text(test.comparisons[0].comparator)
+    if operator is None or left is None or right is None:
+        return None
+    if not (_is_path(test.left) or _is_path(test.comparisons[0].comparator)):
+        return None
+    return f"{left} {operator} {right}"
+
+
+def _operand_text(expr: cst.BaseExpression) -> str | None:
+    if type(expr) in (cst.Integer, cst.Float, cst.SimpleString):
+        return expr.value
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus and type(expr.expression) in (cst.Integer, cst.Float):
+        return "-" + expr.expression.value
+    return dotted(expr)
+
+
+def _is_path(expr: cst.BaseExpression) -> bool:
+    return type(expr) in (cst.Name, cst.Attribute) and dotted(expr) is not None and not (
+        type(expr) is cst.Name and expr.value in _LITERALS
+    )
+
+
+def flag_roots(test: cst.BaseExpression) -> tuple[frozenset[str], frozenset[str]]:
+    """(root names, attribute paths) a composite flag test reads: its value is
+    constant when no root is re-bound and no path assigned in between."""
+    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        test = test.expression
+    operands = [test] if type(test) is cst.Attribute else [test.left, test.comparisons[0].comparator]
+    paths = {dotted(op) for op in operands if _is_path(op)}
+    return frozenset(path.partition(".")[0] for path in paths), frozenset(p for p in paths if "." in p)
+
+
+def assigned_paths(body) -> frozenset[str]:
+    """Attribute paths the statements assign (`self.step = ...`, `args.lr *= 0.5`), nested scopes left out."""
+    found: set[str] = set()
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            continue
+        if kind is cst.AssignTarget or kind is cst.AugAssign or kind is cst.AnnAssign:
+            targets = [node.target]
+            while targets:
+                target = targets.pop()
+                if type(target) in (cst.Tuple, cst.List):
+                    targets.extend(element.value for element in target.elements)
+                elif type(target) is cst.StarredElement:
+                    targets.append(target.value)
+                elif type(target) is cst.Attribute and dotted(target) is not None:
+                    found.add(dotted(target))
+        stack.extend(children(node))
+    return frozenset(found)
 
 
 def null_tests(test: cst.BaseExpression) -> list:
