@@ -1225,7 +1225,13 @@ class _StmtContext:
         if path is None:
             return
         outlived = []
+        frame = self.frame
+        # A helper's local is bound afresh by each call: it cannot outlive a loop of
+        # the caller (`values = values + [next_value]` in a GAE helper).
+        local = bool(frame.prefix) and path.startswith(frame.prefix)
         for loop in self.loop_keys:
+            if local and loop in frame.loop_stack:
+                continue
             if self._outlives(path, self.state.fresh.get(loop, EMPTY)):
                 outlived.append(loop)
         self.interp.facts.accumulations.append(
