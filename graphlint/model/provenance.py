@@ -1207,7 +1207,12 @@ class _StmtContext:
         self._accumulation(target, added, value)
 
     def _reads_accumulator(self, operand, path: str | None, container: str | None) -> bool:
-        """Whether ``operand`` reads the accumulator: ``acc``, or for ``d[k]``: ``d[k]`` / ``d.get(k, 0)``."""
+        """Whether ``operand`` reads the accumulator: ``acc``, or for ``d[k]``: ``d[k]`` / ``d.get(k, 0)``;
+        also scaled, as a moving average does (``ema = 0.9 * ema + 0.1 * loss``)."""
+        if type(operand) is cst.BinaryOperation and type(operand.operator) in (cst.Multiply, cst.Divide):
+            return self._reads_accumulator(operand.left, path, container) or (
+                type(operand.operator) is cst.Multiply and self._reads_accumulator(operand.right, path, container)
+            )
         if container is None:
             return self.interp.path(self.frame, operand) == path
         if type(operand) is cst.Subscript:
