@@ -606,6 +606,7 @@ class _CallEvaluator:
                 # Recording, at a state an earlier fixpoint already solved this
                 # helper from: only the recording pass over its states is left.
                 frame.returns, frame.returned_elements = known.returns, known.returned_elements
+                frame.returned_plain = known.returned_plain
                 interp.record(frame, known_states)
                 return self._inlined(func, known, known.exit_state.copy())
             states = interp.fixpoint(frame, state)
@@ -616,7 +617,9 @@ class _CallEvaluator:
             interp.suppress_carried -= 1 if outer_carry else 0
         exit_state = interp.exit_state(frame, states, state)
         exit_state.drop_prefix(frame.prefix, interp.dead_keys())
-        outcome = Inlined(exit_state, frame.returns, frame.returned_elements, interp.forwards_run - forwards_before)
+        outcome = Inlined(
+            exit_state, frame.returns, frame.returned_elements, frame.returned_plain, interp.forwards_run - forwards_before
+        )
         if not interp.recording:
             interp.remember_inlined(memo_key, outcome, states)
             exit_state = exit_state.copy()
@@ -632,6 +635,7 @@ class _CallEvaluator:
         self.ctx.state = exit_state
         if outcome.returned_elements:
             self.ctx.returned_elements = outcome.returned_elements
+            self.ctx.returned_plain = outcome.returned_plain
         returns = outcome.returns
         if self.interp.only_leaves(returns - {PARAMS}):
             # `w = weight(n, m)`: a helper handing out leaves (a new parameter) makes

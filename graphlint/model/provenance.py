@@ -114,6 +114,7 @@ class Inlined:
     exit_state: State
     returns: frozenset
     returned_elements: list | None | bool
+    returned_plain: bool  # a path returns a value that is not a tuple display (nor None)
     forwards: int  # forward calls the helper ran
 
 
@@ -313,8 +314,11 @@ class Frame:
     loop_stack: tuple[tuple, ...]
     depth: int
     returns: frozenset = EMPTY
-    # Per-position values when every return is a tuple of one length; False once they disagree.
+    # Per-position values when every tuple returned has one length; False once they disagree.
     returned_elements: list | None | bool = None
+    # Some path returns a value that is not a tuple display, nor None (`return loss`):
+    # a caller that unpacks took a tuple's path, one that does not may hold that value.
+    returned_plain: bool = False
     # loop variable name -> path of the container it iterates (for `for s in state: s.detach_()`).
     iterating: dict[str, str] = field(default_factory=dict)
     local_defs: dict[str, cst.FunctionDef] = field(default_factory=dict)
@@ -845,8 +849,10 @@ class _StmtContext:
         self.construct_target: str | None = None
         self.constructed: str | None = None  # the target whose attributes __init__ just set
         self.leaf_created = False
-        # Set by an inlined call whose helper returns a tuple: its per-position values.
+        # Set by an inlined call whose helper returns a tuple: its per-position values
+        # (see Frame.returned_plain for the other flag).
         self.returned_elements: list | None = None
+        self.returned_plain = False
         # The call that handed its arguments back unchanged (`accelerator.prepare`): a
         # statement that is only that call stores them as they are, building no node.
         self.passed_through: cst.Call | None = None
@@ -860,7 +866,7 @@ class _StmtContext:
                 self.construct_target = self.interp.path(self.frame, stmt.targets[0].target)
                 if self._unpack(stmt.targets[0].target, stmt.value):
                     return
-            self.returned_elements = None
+            self.returned_elements, self.returned_plain = None, False
             value = self._stored(stmt.value)
             # What was re-created in this iteration before the statement (`acc = acc + x`
             # does not re-create acc; an `x = f(x)` after `x = g()` reads this iteration's x).
@@ -896,9 +902,9 @@ class _StmtContext:
                     # graph its caller trains through, not a history kept by mistake.
                     self.interp.facts.returned_sites.update(o[0] for o in value)
                 if values is not None:
-                    # (`return loss` or `return None` on another path: a caller that
-                    # unpacks, or reads `ret[1]`, took the tuple's path.)
                     self._record_returned_elements(values)
+                elif not (type(stmt.value) is cst.Name and stmt.value.value == "None"):
+                    self.frame.returned_plain = True
         elif type(stmt) is cst.Del:
             self._delete(stmt.target)
         elif type(stmt) in (cst.Raise, cst.Assert):
@@ -961,7 +967,7 @@ class _StmtContext:
                 self.assign(item, env[key])
             return True
         elif type(value_expr) is cst.Call:
-            self.returned_elements = None
+            self.returned_elements, self.returned_plain = None, False
             whole = self.eval(value_expr)
             values = self.returned_elements
             if len(targets) == 2 and _returns_indices(value_expr):
@@ -1019,7 +1025,7 @@ class _StmtContext:
         keep their own values, for ``loss, n = result`` or ``result[1]`` to read."""
         values = self.returned_elements
         path = self.interp.path(self.frame, target)
-        if not values or path is None or self.no_grad or self.site is None:
+        if not values or self.returned_plain or path is None or self.no_grad or self.site is None:
             return
         for index, value in enumerate(values):
             self.state.put(item_path(path, str(index)), self._part(value | (raw & {NEW}) if value else value))
