@@ -70,9 +70,17 @@ def _how_carried(model: ModuleModel, fact) -> str:
 def reported_carries(model: ModuleModel) -> dict:
     """The carried-state facts GL002 reports, one per consuming call (GL001 defers to these)."""
     found: dict = {}
+    loops_of = {}
+    for backward in model.facts.backwards:
+        loops_of.setdefault(backward.call, set()).add(backward.loop)
     for fact in model.facts.carried:
         if fact.freed_by is None and _cut_somewhere(model, fact):
             # Only retained, and the loop does cut this state (every k steps): deliberate TBPTT.
+            continue
+        around = set(fact.loops or ((fact.loop,) if fact.loop else ()))
+        if not loops_of.get(fact.freed_by or fact.traversed_by, set()) & around:
+            # The backward runs outside the loop carrying the state (a model's layer loop
+            # run again after a backward): it frees or walks nothing between iterations.
             continue
         found.setdefault(fact.call, fact)
     return found
