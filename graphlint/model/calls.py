@@ -449,9 +449,21 @@ class _CallEvaluator:
             # A tensor method: the result is a node of the same graph (none, for a
             # tensor cut off its graph: `model(x).detach().view(n, -1)`).
             return owner_value | self.args_value()
-        if type(owner) is cst.Name and owner.value in ("self", "cls"):
+        if type(owner) is cst.Name and owner.value in ("self", "cls") and not self._inherited_by_a_plain_class():
             return self.args_value() | self.forward(LIKELY, func)
         return owner_value | self.args_value() | self.forward(WEAK, None)
+
+    def _inherited_by_a_plain_class(self) -> bool:
+        """A method of `self` that neither this file defines nor the class assigns, in a
+        class that is no module: an engine's or trainer's helper from its base class
+        (`self.parse_data_for_train(data)`), as unknown as any object's method. A module's
+        own may run a forward; `self.model(x)` calls an attribute the class assigned."""
+        cls = self.frame.scope.cls
+        func = self.call.func
+        return (
+            cls is not None and not cls.is_module and type(func) is cst.Attribute
+            and func.attr.value not in self.program.instance_attributes(cls)
+        )
 
     def prepared(self) -> frozenset:
         """``model, optimizer = accelerator.prepare(model, optimizer)``: each object back
@@ -517,9 +529,16 @@ class _CallEvaluator:
         strength = CERTAIN if cls.is_module else LIKELY
         if found is None:
             return self.args_value() | self.forward(strength, callee)
+        forwards = self.interp.forwards_run
         result = self.inline(found[1], found[0], callee)
         if result is None:
             return self.args_value() | self.forward(strength, callee)
+        if _takes_no_input(found[1]) and self.interp.forwards_run == forwards and (
+            not result or self.interp.only_leaves(result)
+        ):
+            # `def forward(self): return self.embeds` (a ParameterDict): with no input
+            # and no forward run, it hands out its own parameters, building no graph.
+            return result
         return result | self.forward(strength, callee)
 
     def construct(self, cls) -> frozenset:

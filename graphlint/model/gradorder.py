@@ -33,7 +33,6 @@ from graphlint.model.guards import (
     counter_binding,
     decide,
     deciding_tests,
-    assigned_paths,
     flag_roots,
     flag_test,
     literal_arguments,
@@ -44,6 +43,7 @@ from graphlint.model.guards import (
     tested_locals,
 )
 from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, positional
+from graphlint.model.statements import assigned_paths
 from graphlint.model.program import (
     ACCELERATOR,
     CLEARING_ENGINE,

@@ -162,29 +162,6 @@ def flag_roots(test: cst.BaseExpression) -> tuple[frozenset[str], frozenset[str]
     return frozenset(path.partition(".")[0] for path in paths), frozenset(p for p in paths if "." in p)
 
 
-def assigned_paths(body) -> frozenset[str]:
-    """Attribute paths the statements assign (`self.step = ...`, `args.lr *= 0.5`), nested scopes left out."""
-    found: set[str] = set()
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-            continue
-        if kind is cst.AssignTarget or kind is cst.AugAssign or kind is cst.AnnAssign:
-            targets = [node.target]
-            while targets:
-                target = targets.pop()
-                if type(target) in (cst.Tuple, cst.List):
-                    targets.extend(element.value for element in target.elements)
-                elif type(target) is cst.StarredElement:
-                    targets.append(target.value)
-                elif type(target) is cst.Attribute and dotted(target) is not None:
-                    found.add(dotted(target))
-        stack.extend(children(node))
-    return frozenset(found)
-
-
 def null_tests(test: cst.BaseExpression) -> list:
     if type(test) is cst.BooleanOperation:
         return null_tests(test.left) + null_tests(test.right)

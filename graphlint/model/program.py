@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from graphlint.model.statements import assigned_names
+from graphlint.model.statements import assigned_names, assigned_paths
 from graphlint.model.walk import children, dispatch
 from graphlint.model.names import (
     is_false,
@@ -92,6 +92,7 @@ class Program:
         self._kinds: dict[tuple[str, str], set[str]] = {}
         self._optimizer_models: dict[tuple[str, str], set[str]] = {}
         self._first_assignments: dict[str, dict[str, cst.BaseExpression]] = {}
+        self._instance_attributes: dict[str, frozenset[str]] = {}
         self._scopes_by_key: dict[str, Scope] | None = None
         self._collect(module)
         self._resolve_class_kinds()
@@ -174,6 +175,24 @@ class Program:
                 return current, current.methods[name]
             todo.extend(self.classes[b] for b in current.bases if b in self.classes)
         return None
+
+    def instance_attributes(self, cls: ClassInfo) -> frozenset[str]:
+        """The attributes the class's methods (and its bases' in this file) assign on `self`."""
+        if cls.name not in self._instance_attributes:
+            found: set[str] = set()
+            todo, seen = [cls], set()
+            while todo:
+                current = todo.pop()
+                if current.name in seen:
+                    continue
+                seen.add(current.name)
+                for method in current.methods.values():
+                    found.update(
+                        path.split(".")[1] for path in assigned_paths(method.body.body) if path.startswith("self.")
+                    )
+                todo.extend(self.classes[b] for b in current.bases if b in self.classes)
+            self._instance_attributes[cls.name] = frozenset(found)
+        return self._instance_attributes[cls.name]
 
     def first_assignment(self, scope: Scope, name: str) -> cst.BaseExpression | None:
         """The value of the first plain ``name = value`` in a scope (for optimizer params lists)."""
