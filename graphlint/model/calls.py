@@ -690,6 +690,12 @@ def _built_by(sites, state, models: set[str]) -> set:
     return sure
 
 
+def _takes_no_input(func: cst.FunctionDef) -> bool:
+    params = func.params
+    star = params.star_arg
+    return len(params.params) <= 1 and not isinstance(star, cst.Param) and not params.kwonly_params and params.star_kwarg is None
+
+
 def _list_add_arguments(method: str, call: cst.Call) -> bool:
     """Whether the arguments fit a list's (or deque's) method: ``append(x)``,
     ``insert(i, x)``. speechbrain's ``metrics.append(ids, predict, target, lengths)``
