@@ -691,6 +691,7 @@ def _built_by(sites, state, models: set[str]) -> set:
 
 
 def _takes_no_input(func: cst.FunctionDef) -> bool:
+    """`def forward(self)`: no parameter but the instance."""
     params = func.params
     star = params.star_arg
     return len(params.params) <= 1 and not isinstance(star, cst.Param) and not params.kwonly_params and params.star_kwarg is None

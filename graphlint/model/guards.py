@@ -105,10 +105,11 @@ def flag_test(test: cst.BaseExpression) -> tuple[str, str, int] | None:
     negated = False
     while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         negated, test = not negated, test.expression
+    composite = None if type(test) is cst.Name else _composite_key(test)
     if type(test) is cst.Name and test.value not in _LITERALS:
         name, kind, if_true = test.value, "truth", 2
-    elif _composite_key(test) is not None:
-        name, kind, if_true = _composite_key(test), "truth", 2
+    elif composite is not None:
+        name, kind, if_true = composite, "truth", 2
     else:
         null = null_test(test)
         if null is None:
