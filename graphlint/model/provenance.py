@@ -32,6 +32,7 @@ from graphlint.model.names import (
     INDEXED_REDUCTIONS,
     constant_string,
     dotted,
+    is_torch_factory,
     positional,
 )
 from graphlint.model.program import ACCELERATOR, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope
@@ -1072,6 +1073,8 @@ class _StmtContext:
         path = self.interp.path(self.frame, target)
         if type(target) is cst.Subscript:
             self._subscript_write(target, value)
+            if self.no_grad and self._tensor_buffer(target.value):
+                value = EMPTY  # `stats[i] = loss` under no_grad copies the numbers in
             if path is None:
                 base = self.interp.path(self.frame, target.value)
                 if base is not None:
@@ -1134,6 +1137,17 @@ class _StmtContext:
             self.interp.facts.hyperparameters.append(
                 ev.HyperparameterWrite(self.stmt, target, value, self.loop)
             )
+
+    def _tensor_buffer(self, expr: cst.BaseExpression) -> bool:
+        """A name first bound to a new tensor (`stats = torch.zeros(n)`): a write into
+        it copies values, where one into a list or dict keeps the object."""
+        if type(expr) is not cst.Name:
+            return False
+        first = self.interp.program.first_assignment(self.frame.scope, expr.value)
+        if type(first) is not cst.Call:
+            return False
+        qualified = self.interp.program.imports.qualify(first.func)
+        return qualified is not None and is_torch_factory(qualified)
 
     def _reads_a_hyperparameter(self, expr: cst.Subscript) -> bool:
         """``group["lr"]``, ``opt.param_groups[0]["lr"]``: a hyperparameter the code has
