@@ -74,8 +74,16 @@ def _evidenced(model: ModuleModel, backward, origin, roots) -> bool:
     )
 
 
+def _nearest_first(model, backward, hits: dict) -> list:
+    """The hits, the nodes built in the backward's own function first (the call
+    `fake = netG(z)` rather than a line of the generator's forward), then by line."""
+    here = model.function_at(model.line(backward.call))
+    lines = {origin: model.site_line(origin[0]) for origin in hits}
+    return sorted(hits.items(), key=lambda item: (model.function_at(lines[item[0]]) is not here, lines[item[0]]))
+
+
 def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:
-    for origin, earlier in sorted(backward.freed_hits.items(), key=lambda item: model.site_line(item[0][0])):
+    for origin, earlier in _nearest_first(model, backward, backward.freed_hits):
         if origin[1] and origin[0] in recurrent_sites:
             continue  # reaches the backward only through recurrent state: GL002's finding
         if model.of_an_unknown_iteration(origin, backward.loop):
@@ -98,7 +106,7 @@ def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:
 
 
 def _stepped_graph(model, backward, recurrent_sites) -> str | None:
-    for origin, step in sorted(backward.stepped_hits.items(), key=lambda item: model.site_line(item[0][0])):
+    for origin, step in _nearest_first(model, backward, backward.stepped_hits):
         if origin[1] and origin[0] in recurrent_sites or model.of_an_unknown_iteration(origin, backward.loop):
             continue
         if not model.origin_is_graph(origin, roots=backward.roots):

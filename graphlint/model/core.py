@@ -89,6 +89,16 @@ class ModuleModel:
         site = self.sites[origin[0]]
         return loop in site.loops and loop not in site.innermost
 
+    def function_at(self, line: int) -> libcst.CSTNode | None:
+        """The innermost function of the file whose lines hold ``line`` (None: module level)."""
+        best, size = None, None
+        for node in self.program.scopes:
+            if type(node) is libcst.FunctionDef and node in self.positions:
+                rng = self.positions[node]
+                if rng.start.line <= line <= rng.end.line and (size is None or rng.end.line - rng.start.line < size):
+                    best, size = node, rng.end.line - rng.start.line
+        return best
+
     def site_line(self, site_id: int) -> int:
         return self.line(self.sites[site_id].stmt)
 
