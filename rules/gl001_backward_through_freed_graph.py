@@ -74,47 +74,48 @@ def _evidenced(model: ModuleModel, backward, origin, roots) -> bool:
     )
 
 
-def _nearest_first(model, backward, hits: dict) -> list:
-    """The hits, the nodes built in the backward's own function first (the call
-    `fake = netG(z)` rather than a line of the generator's forward), then by line."""
+def _nearest(model, backward, hits: list):
+    """The hit to name: a node built in the backward's own function first (the call
+    `fake = netG(z)` rather than a line of the generator's forward), then the first line."""
     here = model.function_at(model.line(backward.call))
-    lines = {origin: model.site_line(origin[0]) for origin in hits}
-    return sorted(hits.items(), key=lambda item: (model.function_at(lines[item[0]]) is not here, lines[item[0]]))
+    return min(hits, key=lambda hit: (model.function_at(model.site_line(hit[0][0])) is not here, model.site_line(hit[0][0])))
 
 
 def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:
-    for origin, earlier in _nearest_first(model, backward, backward.freed_hits):
+    hits = []
+    for origin, earlier in backward.freed_hits.items():
         if origin[1] and origin[0] in recurrent_sites:
             continue  # reaches the backward only through recurrent state: GL002's finding
         if model.of_an_unknown_iteration(origin, backward.loop):
             continue
-        roots = backward.roots | roots_of.get(earlier, set())
-        if not _evidenced(model, backward, origin, roots):
-            continue
-        line = model.site_line(origin[0])
-        earlier_line = model.line(earlier)
-        # This very backward, run before (an earlier iteration, or an earlier call of its function).
-        freed_by = "this backward already freed when it ran before" if earlier is backward.call else (
-            f"the backward at line {earlier_line} already freed"
-        )
-        return (
-            f"backward through the graph built at line {line}, which {freed_by}; "
-            f"recompute the forward before this backward, detach what must not "
-            f"be backwarded twice, or sum the losses and call backward once"
-        )
-    return None
+        if _evidenced(model, backward, origin, backward.roots | roots_of.get(earlier, set())):
+            hits.append((origin, earlier))
+    if not hits:
+        return None
+    origin, earlier = _nearest(model, backward, hits)
+    # This very backward, run before (an earlier iteration, or an earlier call of its function).
+    freed_by = "this backward already freed when it ran before" if earlier is backward.call else (
+        f"the backward at line {model.line(earlier)} already freed"
+    )
+    return (
+        f"backward through the graph built at line {model.site_line(origin[0])}, which {freed_by}; "
+        f"recompute the forward before this backward, detach what must not "
+        f"be backwarded twice, or sum the losses and call backward once"
+    )
 
 
 def _stepped_graph(model, backward, recurrent_sites) -> str | None:
-    for origin, step in _nearest_first(model, backward, backward.stepped_hits):
-        if origin[1] and origin[0] in recurrent_sites or model.of_an_unknown_iteration(origin, backward.loop):
-            continue
-        if not model.origin_is_graph(origin, roots=backward.roots):
-            continue
-        line = model.site_line(origin[0])
-        return (
-            f"backward through the graph built at line {line} after the step at line "
-            f"{model.line(step)} modified in place the parameters it saved (PyTorch raises "
-            f"'modified by an inplace operation'); backward before the step or recompute the forward"
-        )
-    return None
+    hits = [
+        (origin, step)
+        for origin, step in backward.stepped_hits.items()
+        if not (origin[1] and origin[0] in recurrent_sites or model.of_an_unknown_iteration(origin, backward.loop))
+        and model.origin_is_graph(origin, roots=backward.roots)
+    ]
+    if not hits:
+        return None
+    origin, step = _nearest(model, backward, hits)
+    return (
+        f"backward through the graph built at line {model.site_line(origin[0])} after the step at line "
+        f"{model.line(step)} modified in place the parameters it saved (PyTorch raises "
+        f"'modified by an inplace operation'); backward before the step or recompute the forward"
+    )

@@ -41,6 +41,7 @@ class ModuleModel:
     interpreter: Interpreter | None = None
     # Set to a human-readable reason when a work budget cut the analysis short.
     truncated: str | None = None
+    _functions: list | None = field(default=None, repr=False)  # see function_at
 
     def span(self, node: libcst.CSTNode) -> Span:
         rng = self.positions[node]
@@ -91,13 +92,14 @@ class ModuleModel:
 
     def function_at(self, line: int) -> libcst.CSTNode | None:
         """The innermost function of the file whose lines hold ``line`` (None: module level)."""
-        best, size = None, None
-        for node in self.program.scopes:
-            if type(node) is libcst.FunctionDef and node in self.positions:
-                rng = self.positions[node]
-                if rng.start.line <= line <= rng.end.line and (size is None or rng.end.line - rng.start.line < size):
-                    best, size = node, rng.end.line - rng.start.line
-        return best
+        if self._functions is None:
+            spans = []
+            for node in self.program.scopes:
+                if type(node) is libcst.FunctionDef and node in self.positions:
+                    rng = self.positions[node]
+                    spans.append((rng.end.line - rng.start.line, rng.start.line, rng.end.line, node))
+            self._functions = sorted(spans, key=lambda span: span[0])  # innermost (shortest) first
+        return next((node for _, start, end, node in self._functions if start <= line <= end), None)
 
     def site_line(self, site_id: int) -> int:
         return self.line(self.sites[site_id].stmt)
