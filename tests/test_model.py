@@ -465,3 +465,25 @@ def test_each_element_of_a_tuple_of_computations_is_a_node_of_its_own():
     state = next(iter(model.interpreter.snapshots.values()))[0]
     nodes_of_a, nodes_of_b = state.env["a"], state.env["b"]
     assert nodes_of_a and nodes_of_b and nodes_of_a.isdisjoint(nodes_of_b)
+
+
+def test_a_flag_guarding_backwards_in_two_tests_is_followed_per_partition():
+    # Opposite tests of one flag, a backward under each: one runs per batch. The
+    # same test twice runs both, and the second walks a freed graph.
+    def freed_hits(polarity: str) -> int:
+        model = model_of(
+            f"""
+            import torch
+            net = torch.nn.Linear(2, 1)
+            for x in data:
+                loss = net(x).sum()
+                if amp:
+                    scaler.scale(loss).backward()
+                if {polarity}amp:
+                    loss.backward()
+            """
+        )
+        return sum(len(backward.freed_hits) for backward in model.facts.backwards)
+
+    assert freed_hits("not ") == 0
+    assert freed_hits("") > 0

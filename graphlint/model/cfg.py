@@ -27,6 +27,7 @@ from graphlint.model.statements import (
     tests_first_iteration,
     zero_based_counter,
 )
+from graphlint.prefilter import NEEDLES
 
 BACK = "back"
 
@@ -42,6 +43,9 @@ ITER = "iter"
 ARM = "arm"
 
 Stmt = Union[cst.BaseSmallStatement, cst.BaseCompoundStatement]
+
+# Spellings of a backward (the prefilter's): a branch running one changes what later backwards free.
+_BACKWARD_WORDS = NEEDLES["GL001"].names
 
 
 @dataclass(eq=False)
@@ -268,7 +272,10 @@ class _Builder:
                     [orelse] if type(orelse) is cst.If else orelse.body.body if orelse is not None else []
                 )]
                 bound = assigned_names(branches, imports=True)
-                self.flag_tests.append((decision[0], test, bound, names_read(branches)))
+                read = names_read(branches)
+                # A backward changes what a later branch's backward walks (freed graphs):
+                # `if amp: scaler.scale(loss).backward()` ... `if not amp: loss.backward()`.
+                self.flag_tests.append((decision[0], test, bound | (read & _BACKWARD_WORDS), read))
                 self.cfg.nodes[test].decision = decision
         known = constant_test(stmt.test)
         if known is None:
