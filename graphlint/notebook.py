@@ -123,9 +123,12 @@ def _syntax_error(lines: list[str], path: str, first_line: int) -> Finding | Non
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes and the like: not our business
-            compile("\n".join(lines) + "\n", path, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            # Blank lines before the cell number its lines as the program does, so that
+            # CPython's own references ("on line 2") become cell lines like any other.
+            padded = "\n" * (first_line - 1) + "\n".join(lines) + "\n"
+            compile(padded, path, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
     except SyntaxError as error:  # includes IndentationError and TabError
-        return syntax_error_finding(error, path, first_line, " (this cell is left out; the other cells are analysed)")
+        return syntax_error_finding(error, path, 1, " (this cell is left out; the other cells are analysed)")
     except (ValueError, RecursionError, MemoryError, OverflowError):
         return None  # the whole program's parse reports these
     return None

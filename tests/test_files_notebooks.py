@@ -197,3 +197,10 @@ def test_a_code_frame_shows_the_cells_own_line(tmp_path, monkeypatch):
     out = io.StringIO()
     write("text", [finding], out, ReportOptions(show_source=True))
     assert "3 |     %time loss.backward()\n  |           ^^^^^^^^^^^^^^^\n" in out.getvalue()
+
+
+def test_a_line_the_parser_names_in_a_left_out_cell_is_a_line_of_that_cell():
+    broken = notebook(code("import torch", "x = 1", "y = 2"), code("# comment", "with torch.no_grad():", "", "..."))
+    [finding] = check_source(broken, "nb.ipynb")
+    assert (finding.code, finding.extra["cell"], finding.line) == ("GL000", 2, 4)
+    assert "'with' statement on line 2 (" in finding.message
