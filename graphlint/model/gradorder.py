@@ -840,7 +840,13 @@ class OrderAnalysis:
             self.graph.program.kinds(event.scope, event.local) if event.scope else set()
         )
         if OPTIMIZER in kinds:
-            return NO  # another optimizer
+            # Another optimizer; one that steps some of the same models (infoGAN's
+            # optimizer over chain(G, D) beside G's and D's own) clears part of these.
+            shared = any(
+                mine == theirs or mine.startswith(theirs + ".") or theirs.startswith(mine + ".")
+                for mine in models for theirs in self._models(target)
+            )
+            return MAYBE if shared else NO
         if models and MODULE in kinds:
             return NO  # another model
         return MAYBE
