@@ -487,3 +487,20 @@ def test_a_flag_guarding_backwards_in_two_tests_is_followed_per_partition():
 
     assert freed_hits("not ") == 0
     assert freed_hits("") > 0
+
+
+def test_a_lambda_hands_back_what_its_closure_holds():
+    # imagen's U-Net: `add_skip_connection = lambda x: cat((x, hiddens.pop()))`. The
+    # skips reach the output (and so the backward) through the lambda's closure.
+    model = model_of(
+        """
+        import torch
+        net = torch.nn.Linear(2, 2)
+        hiddens = [net(x0)]
+        add_skip = lambda y: torch.cat((y, hiddens.pop()))
+        out = add_skip(x1)
+        print(out)
+        """,
+        watch=7,
+    )
+    assert 4 in model.graphs_at(7, "out")

@@ -283,6 +283,9 @@ class _CallEvaluator:
             return self.args_value()
         if MODULE in kinds:
             return self.args_value() | self.forward(CERTAIN, func)
+        if type(self.program.first_assignment(frame.scope, name)) is cst.Lambda:
+            # `add_skip = lambda x: cat((x, hiddens.pop()))`: its closure's graphs come back too.
+            return self.ctx.eval(func) | self.args_value() | self.forward(LIKELY, func)
         return self.object_args() | self.forward(LIKELY, func)
 
     def frozen_call(self) -> frozenset:

@@ -36,6 +36,7 @@ from graphlint.model.names import (
     positional,
 )
 from graphlint.model.program import ACCELERATOR, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope
+from graphlint.model.statements import read_names
 
 # Objects that hold or step parameters but are never tensors themselves.
 _NEVER_TENSORS = frozenset({OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR})
@@ -920,6 +921,8 @@ class _StmtContext:
             return value
         if _reads_only(expr) or (_display_of_reads(expr) and self.interp.only_leaves(value)):
             return value  # `params = [w_xh, w_hh, b]` holds the leaves themselves
+        if type(expr) is cst.Lambda:
+            return value  # a function holding its closure's values: no node of its own
         return self.materialise(value)
 
     def collected(self, exprs, value: frozenset) -> frozenset:
@@ -1368,7 +1371,17 @@ class _StmtContext:
         return EMPTY if type(expr.operator) is cst.Not else value
 
     def _eval_Lambda(self, expr: cst.Lambda) -> frozenset:
-        return EMPTY
+        """What the function may hand back of its closure: the values of the names its
+        body reads that are not its parameters (`lambda x: cat((x, hiddens.pop()))`)."""
+        params = {param.name.value for param in expr.params.params}
+        value = EMPTY
+        for name in read_names(expr.body) - params:
+            path = self.interp.path(self.frame, cst.Name(name))
+            if path is not None:
+                value = value | self.state.get(path)
+        # Parameters and leaves it closes over are no graph yet: calling it builds one.
+        sites = self.interp.sites
+        return frozenset(o for o in value if o[0] >= 0 and not sites[o[0]].leaf)
 
     def _eval_SimpleString(self, expr) -> frozenset:
         return EMPTY
