@@ -27,6 +27,7 @@ from graphlint.model.names import (
     is_true,
     keyword,
     last_part,
+    related_paths,
 )
 from graphlint.model.program import ACCELERATOR, CONTAINER, ENGINE_SETUPS, MODULE, OPTIMIZER, SCALER, SCHEDULER
 from graphlint.model.provenance import (
@@ -681,7 +682,7 @@ def _built_by(sites, state, models: set[str]) -> set:
             continue
         # The runs named in this frame (a standalone solve of the method names `self`).
         runs = [run for run in sites[origin[0]].callee_sets if any(_frame_of(path) in frames for path in run)]
-        related = [any(_related(callee, model) for callee in run for model in models) for run in runs]
+        related = [any(related_paths(callee, model) for callee in run for model in models) for run in runs]
         if related and all(related):
             sure.add(origin)
         elif any(related):
@@ -713,10 +714,6 @@ def _list_add_arguments(method: str, call: cst.Call) -> bool:
 def _frame_of(path: str) -> str:
     """The frame a path is named in: ``@scope:`` (see Interpreter.path), or "" for the module body."""
     return path.partition(":")[0] if path.startswith("@") else ""
-
-
-def _related(a: str, b: str) -> bool:
-    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
 def _cut_receiver(receiver: cst.BaseExpression) -> bool:

@@ -42,7 +42,7 @@ from graphlint.model.guards import (
     plain_assignments,
     tested_locals,
 )
-from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, positional
+from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, positional, related_paths
 from graphlint.model.statements import assigned_paths
 from graphlint.model.program import (
     ACCELERATOR,
@@ -842,10 +842,7 @@ class OrderAnalysis:
         if OPTIMIZER in kinds:
             # Another optimizer; one that steps some of the same models (infoGAN's
             # optimizer over chain(G, D) beside G's and D's own) clears part of these.
-            shared = any(
-                mine == theirs or mine.startswith(theirs + ".") or theirs.startswith(mine + ".")
-                for mine in models for theirs in self._models(target)
-            )
+            shared = any(related_paths(mine, theirs) for mine in models for theirs in self._models(target))
             return MAYBE if shared else NO
         if models and MODULE in kinds:
             return NO  # another model

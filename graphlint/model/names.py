@@ -209,6 +209,11 @@ def bound_names(target: cst.CSTNode) -> set[str]:
     return set()
 
 
+def related_paths(a: str, b: str) -> bool:
+    """Whether one object path is the other or lies inside it (`model`, `model.head`)."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
 def dotted(expr: cst.CSTNode | None) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else None."""
     parts: list[str] = []
