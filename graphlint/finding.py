@@ -24,7 +24,8 @@ class Finding:
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def sort_key(self) -> tuple:
-        return (self.path, self.line, self.col, self.code, self.message)
+        # A notebook's lines are counted per cell: its cell orders first.
+        return (self.path, self.extra.get("cell", 0), self.line, self.col, self.code, self.message)
 
     def with_(self, **changes: Any) -> "Finding":
         return replace(self, **changes)

@@ -204,3 +204,9 @@ def test_a_line_the_parser_names_in_a_left_out_cell_is_a_line_of_that_cell():
     [finding] = check_source(broken, "nb.ipynb")
     assert (finding.code, finding.extra["cell"], finding.line) == ("GL000", 2, 4)
     assert "'with' statement on line 2 (" in finding.message
+
+
+def test_findings_are_ordered_by_cell_then_line():
+    broken = notebook(code("a = 1", "b = 2", "c = (",), code("x = (",))
+    findings = check_source(broken, "nb.ipynb")
+    assert [(f.extra["cell"], f.line) for f in sorted(findings, key=lambda f: f.sort_key())] == [(1, 3), (2, 1)]
