@@ -71,7 +71,7 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
 
 
 def _message(model: ModuleModel, violation) -> str:
-    optimizer = violation.optimizer
+    optimizer = _spelled(model, violation)
     if violation.kind == "a":
         zero_grad = model.code(violation.at)
         return (
@@ -92,3 +92,13 @@ def _message(model: ModuleModel, violation) -> str:
         f"the gradients of this backward are applied {applied} with no zero_grad in between, "
         f"so every step also applies all earlier gradients; call {optimizer}.zero_grad() once per step"
     )
+
+
+def _spelled(model: ModuleModel, violation) -> str:
+    """The optimizer as the reported code spells it (`self.optim`, inside a helper the
+    analysis inlined), not as the caller that the analysis started from names it."""
+    step = violation.step
+    func = getattr(step, "func", None)
+    if func is not None and getattr(func, "attr", None) is not None and func.attr.value == "step" and not step.args:
+        return model.code(func.value)
+    return violation.optimizer
