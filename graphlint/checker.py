@@ -89,7 +89,9 @@ def _cpu_time_limit(seconds: float | None):
             raise _OutOfTime
 
     previous = signal.signal(signal.SIGVTALRM, expire)
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    # Then again every tenth of a second: a raise that lands in a garbage-collection
+    # callback (another library's) is printed and swallowed, not propagated.
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds, 0.1)
     try:
         yield limit
     finally:

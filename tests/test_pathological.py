@@ -227,6 +227,18 @@ def test_analysis_spaces_out_collections_and_restores_the_host_thresholds(monkey
     assert seen == [checker._GC_THRESHOLDS]
 
 
+def test_cpu_limit_raises_again_when_its_first_raise_is_swallowed():
+    # A raise that lands in a garbage-collection callback is printed and dropped.
+    with pytest.raises(checker._OutOfTime):
+        with checker._cpu_time_limit(0.1):
+            try:
+                _spin(5.0)
+            except checker._OutOfTime:
+                pass
+            _spin(5.0)
+    assert signal.getitimer(signal.ITIMER_VIRTUAL)[0] == 0
+
+
 def test_cpu_limit_leaves_a_busy_host_timer_alone():
     signal.signal(signal.SIGVTALRM, lambda *_: None)
     signal.setitimer(signal.ITIMER_VIRTUAL, 100.0)
