@@ -121,6 +121,13 @@ def parse(text: str, path: str) -> libcst.Module | Finding:
         if len(first_line) > _LIBCST_MESSAGE_LIMIT:
             first_line = first_line[: _LIBCST_MESSAGE_LIMIT - 3] + "..."
         return unanalysable(path, f"cannot parse: {first_line}", error.raw_line, error.raw_column + 1)
+    except libcst.CSTValidationError as error:
+        # The parser built a node its own checks reject: a name that is no identifier
+        # (a character CPython does not accept either, such as U+13460).
+        problem = _cpython_check(text, path, measure_depth=False)
+        if problem is not None:
+            return problem
+        return unanalysable(path, f"cannot parse: {str(error).splitlines()[0][:_LIBCST_MESSAGE_LIMIT]}")
 
 
 def _shape(text: str) -> tuple[int, int]:

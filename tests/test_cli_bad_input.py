@@ -30,6 +30,8 @@ def only_finding(source: bytes | str) -> tuple[str, int, int, str]:
         (SPELL + b"if x:\n\tpass\n        pass\n", 4, 1, "indentation error: inconsistent use of tabs and spaces in indentation"),
         (SPELL + b"print 'hello'\n", 2, 1, "syntax error: Missing parentheses in call to 'print'. Did you mean print(...)?"),
         (SPELL + b"x = 'unterminated\n", 2, 5, "syntax error: unterminated string literal (detected at line 2)"),
+        # A name libcst's parser builds and then rejects (found by the fuzz test).
+        (SPELL + "x = \U00013460\n".encode(), 2, 5, "syntax error: invalid non-printable character U+13460"),
     ],
 )
 def test_a_syntax_error_is_one_gl000_with_cpythons_message_and_position(source, line, col, message):
