@@ -60,6 +60,17 @@ class _Limit:
     expired = False
 
 
+def _in_gc_callback(frame) -> bool:
+    """Whether the interrupted code is a garbage-collection callback (another library's,
+    such as hypothesis's): an exception raised there is printed and dropped."""
+    callbacks = {getattr(callback, "__code__", None) for callback in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks:
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextmanager
 def _cpu_time_limit(seconds: float | None):
     """Interrupt the block after ``seconds`` of this process's CPU time.
@@ -84,13 +95,15 @@ def _cpu_time_limit(seconds: float | None):
     armed = True
 
     def expire(signum, frame) -> None:
-        if armed:  # a signal landing after the block finished must not escape
-            limit.expired = True
-            raise _OutOfTime
+        if not armed:  # a signal landing after the block finished must not escape
+            return
+        limit.expired = True
+        if frame is not None and _in_gc_callback(frame):
+            return  # Python would print and drop the raise there: the next tick raises
+        raise _OutOfTime
 
     previous = signal.signal(signal.SIGVTALRM, expire)
-    # Then again every tenth of a second: a raise that lands in a garbage-collection
-    # callback (another library's) is printed and swallowed, not propagated.
+    # Then again every tenth of a second, until a raise gets through (see expire).
     signal.setitimer(signal.ITIMER_VIRTUAL, seconds, 0.1)
     try:
         yield limit
