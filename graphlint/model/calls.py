@@ -29,7 +29,16 @@ from graphlint.model.names import (
     last_part,
     related_paths,
 )
-from graphlint.model.program import ACCELERATOR, CONTAINER, ENGINE_SETUPS, MODULE, OPTIMIZER, SCALER, SCHEDULER
+from graphlint.model.program import (
+    ACCELERATOR,
+    CONTAINER,
+    ENGINE_SETUPS,
+    MODULE,
+    OPTIMIZER,
+    SCALER,
+    SCHEDULER,
+    all_params,
+)
 from graphlint.model.provenance import (
     CERTAIN,
     ELEMENT,
@@ -696,9 +705,7 @@ def _built_by(sites, state, models: set[str]) -> set:
 
 def _takes_no_input(func: cst.FunctionDef) -> bool:
     """`def forward(self)`: no parameter but the instance."""
-    params = func.params
-    star = params.star_arg
-    return len(params.params) <= 1 and not isinstance(star, cst.Param) and not params.kwonly_params and params.star_kwarg is None
+    return len(list(all_params(func.params))) <= 1
 
 
 def _list_add_arguments(method: str, call: cst.Call) -> bool:

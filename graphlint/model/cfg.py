@@ -416,4 +416,3 @@ def build_cfg(
     }
     cfg.correlated = {flag: max(node for other, node, _, _ in builder.flag_tests if other == flag) for flag in correlated}
     return cfg
-

@@ -129,7 +129,7 @@ class Program:
         key = prefix + func.name.value
         if cls is None and not prefix:
             self.functions[func.name.value] = func
-        params = [p.name.value for p in _all_params(func.params)]
+        params = [p.name.value for p in all_params(func.params)]
         scope = Scope(key, func, list(_body_statements(func)), cls, params)
         scope.assigned = assigned_names(scope.body)
         scope.locals = scope.assigned | set(params)
@@ -163,7 +163,8 @@ class Program:
                     if (optim_base or (parent and parent.is_optimizer)) and not info.is_optimizer:
                         info.is_optimizer = changed = True
 
-    def method(self, cls: ClassInfo, name: str) -> tuple[ClassInfo, cst.FunctionDef] | None:
+    def lineage(self, cls: ClassInfo):
+        """The class, then its bases defined in this file, nearest first (each once)."""
         seen: set[str] = set()
         todo = [cls]
         while todo:
@@ -171,27 +172,25 @@ class Program:
             if current.name in seen:
                 continue
             seen.add(current.name)
+            yield current
+            todo.extend(self.classes[b] for b in current.bases if b in self.classes)
+
+    def method(self, cls: ClassInfo, name: str) -> tuple[ClassInfo, cst.FunctionDef] | None:
+        for current in self.lineage(cls):
             if name in current.methods:
                 return current, current.methods[name]
-            todo.extend(self.classes[b] for b in current.bases if b in self.classes)
         return None
 
     def instance_attributes(self, cls: ClassInfo) -> frozenset[str]:
         """The attributes the class's methods (and its bases' in this file) assign on `self`."""
         if cls.name not in self._instance_attributes:
-            found: set[str] = set()
-            todo, seen = [cls], set()
-            while todo:
-                current = todo.pop()
-                if current.name in seen:
-                    continue
-                seen.add(current.name)
-                for method in current.methods.values():
-                    found.update(
-                        path.split(".")[1] for path in assigned_paths(method.body.body) if path.startswith("self.")
-                    )
-                todo.extend(self.classes[b] for b in current.bases if b in self.classes)
-            self._instance_attributes[cls.name] = frozenset(found)
+            self._instance_attributes[cls.name] = frozenset(
+                path.split(".")[1]
+                for current in self.lineage(cls)
+                for method in current.methods.values()
+                for path in assigned_paths(method.body.body)
+                if path.startswith("self.")
+            )
         return self._instance_attributes[cls.name]
 
     def first_assignment(self, scope: Scope, name: str) -> cst.BaseExpression | None:
@@ -280,7 +279,8 @@ def _is_no_grad_decorator(expr: cst.BaseExpression) -> bool:
     return name.endswith(("no_grad", "inference_mode"))
 
 
-def _all_params(params: cst.Parameters):
+def all_params(params: cst.Parameters):
+    """Every parameter of a signature, in order: positional-only, plain, *args, keyword-only, **kwargs."""
     yield from params.posonly_params
     yield from params.params
     if type(params.star_arg) is cst.Param:
@@ -325,7 +325,7 @@ class _KindCollector:
         self.run_as_model: set[str] = set()
 
     def run(self) -> None:
-        for param in _all_params(self.scope.node.params) if type(self.scope.node) is cst.FunctionDef else ():
+        for param in all_params(self.scope.node.params) if type(self.scope.node) is cst.FunctionDef else ():
             if param.annotation is not None:
                 note = dotted(param.annotation.annotation) or ""
                 if note.endswith(("Optimizer",)):
