@@ -75,10 +75,7 @@ def _evidenced(model: ModuleModel, backward, origin, roots) -> bool:
 
 
 def _nearest(model, backward, hits: list):
-    """The hit to name: a node built in the backward's own function first (the call
-    `fake = netG(z)` rather than a line of the generator's forward), then the first line."""
-    here = model.function_at(model.line(backward.call))
-    return min(hits, key=lambda hit: (model.function_at(model.site_line(hit[0][0])) is not here, model.site_line(hit[0][0])))
+    return model.nearest(hits, model.line(backward.call), site=lambda hit: hit[0][0])
 
 
 def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
 from graphlint.model import Diagnostic, ModuleModel
 
 CODE = "GL005"
@@ -65,7 +67,7 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         elif not _retained_over_enclosing_loop(model, acc, graph):
             continue
         reported.add(acc.stmt)
-        line = min(model.site_line(o[0]) for o in graph)
+        line = model.site_line(model.nearest([o[0] for o in graph], model.line(acc.stmt)))
         name = model.code(acc.target)
         yield model.diagnostic(
             acc.stmt,
@@ -87,9 +89,17 @@ def _retained_over_enclosing_loop(model, acc, graph) -> bool:
     enclosing = [loop for loop in acc.loops[:-1] if loop in model.facts.active_loops]
     if not enclosing or enclosing[-1] not in acc.outlived:
         return False
-    if any(len(model.sites[o[0]].targets) != 1 for o in graph):
+    if any(_shared_by_several_values(model.sites[o[0]]) for o in graph):
         return False
     return not _bounded_by_reset(model.facts, acc, enclosing[-1])
+
+
+def _shared_by_several_values(site) -> bool:
+    """A node that several values share: an unpacking (``a, b = f()``, ``for a, b in``)
+    or a helper's ``return a, b`` (an inlined forward's ``return {...}`` is one value)."""
+    if len(site.targets) > 1:
+        return True
+    return type(site.stmt) is cst.Return and type(site.stmt.value) is cst.Tuple
 
 
 def _bounded_by_reset(facts, acc, accumulating_loop=None) -> bool:

@@ -101,6 +101,13 @@ class ModuleModel:
             self._functions = sorted(spans, key=lambda span: span[0])  # innermost (shortest) first
         return next((node for _, start, end, node in self._functions if start <= line <= end), None)
 
+    def nearest(self, items, line: int, site=lambda item: item):
+        """The item to name in a message about ``line``: one whose site (``site(item)``)
+        lies in the function holding ``line`` first (the call ``fake = netG(z)``, not a
+        line of the generator's forward), then the first line."""
+        here = self.function_at(line)
+        return min(items, key=lambda item: (self.function_at(self.site_line(site(item))) is not here, self.site_line(site(item))))
+
     def site_line(self, site_id: int) -> int:
         return self.line(self.sites[site_id].stmt)
 

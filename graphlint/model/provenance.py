@@ -1215,9 +1215,9 @@ class _StmtContext:
             return
         target = stmt.targets[0].target
         path = self.interp.path(self.frame, target)
-        container = None
-        if path is None and type(target) is cst.Subscript:
-            container = self.interp.path(self.frame, target.value)  # a key computed at run time
+        # `d[k] = d.get(k, 0) + x`: the key may be known (`k` bound from a dict
+        # literal's keys) or computed at run time (no path of its own).
+        container = self.interp.path(self.frame, target.value) if type(target) is cst.Subscript else None
         if path is None and container is None:
             return
         operands = (stmt.value.left, stmt.value.right)
@@ -1236,10 +1236,12 @@ class _StmtContext:
             return self._reads_accumulator(operand.left, path, container) or (
                 type(operand.operator) is cst.Multiply and self._reads_accumulator(operand.right, path, container)
             )
+        if path is not None and self.interp.path(self.frame, operand) == path:
+            return True
         if container is None:
-            return self.interp.path(self.frame, operand) == path
+            return False
         if type(operand) is cst.Subscript:
-            return self.interp.path(self.frame, operand.value) == container
+            return path is None and self.interp.path(self.frame, operand.value) == container
         if type(operand) is cst.Call and type(operand.func) is cst.Attribute and operand.func.attr.value in ("get", "setdefault"):
             return self.interp.path(self.frame, operand.func.value) == container
         return False
