@@ -18,6 +18,7 @@ from graphlint.model.names import (
     SAMPLING_METHODS,
     PASSING_BUILTINS,
     TORCH_CUTTING,
+    is_false,
     dotted,
     is_module_housekeeping,
     is_module_class,
@@ -198,7 +199,9 @@ class _CallEvaluator:
         frees = not event.retain and ELEMENT not in value
         # `autograd.grad(..., create_graph=True)` extends the graph on purpose (MAML's
         # fast weights, unrolled inner solvers): carrying its result is not retention.
-        differentiable = not event.writes_grad and keyword(self.call, "create_graph") is not None
+        # A literal `create_graph=False` (the default, spelled out) builds nothing.
+        create = keyword(self.call, "create_graph")
+        differentiable = not event.writes_grad and create is not None and not is_false(create)
         sites = interp.sites
         for origin in value:
             if not differentiable:
