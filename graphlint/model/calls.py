@@ -402,6 +402,10 @@ class _CallEvaluator:
             return self.qualified_call(qualified)
         if method in INPLACE_CUTS:
             self.inplace_cut(owner)
+            if method == "requires_grad_" and not (self.call.args and is_false(self.call.args[0].value)):
+                if type(self.ctx.stmt) is cst.Expr and self.ctx.stmt.value is self.call:
+                    self.ctx.becomes_leaf(owner)  # the statement `x.requires_grad_()`
+                return self.leaf()  # `x = images.clone().detach().requires_grad_(True)`
             return EMPTY
         if method in CUTTING_METHODS:
             ctx.eval(owner)

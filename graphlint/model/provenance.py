@@ -33,6 +33,7 @@ from graphlint.model.names import (
     constant_string,
     dotted,
     is_torch_factory,
+    is_true,
     positional,
 )
 from graphlint.model.program import ACCELERATOR, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope
@@ -864,6 +865,9 @@ class _StmtContext:
     def statement(self, stmt: cst.CSTNode) -> None:
         if type(stmt) is cst.Assign:
             self._record_resets(stmt)
+            if len(stmt.targets) == 1 and _sets_requires_grad(stmt):
+                self.becomes_leaf(stmt.targets[0].target.value)
+                return
             if len(stmt.targets) == 1:
                 self.construct_target = self.interp.path(self.frame, stmt.targets[0].target)
                 if self._unpack(stmt.targets[0].target, stmt.value):
@@ -1099,6 +1103,17 @@ class _StmtContext:
             self.state.fresh[loop] = self.state.fresh.get(loop, EMPTY) | {path}
         if not value and self.loop is not None:
             self._cut(path)
+
+    def becomes_leaf(self, tensor: cst.BaseExpression) -> None:
+        """``x.requires_grad = True`` / ``x.requires_grad_()``: from here on ``x`` is a
+        leaf that requires grad (an attack's input image), like a tensor created with
+        ``requires_grad=True``."""
+        path = self.interp.path(self.frame, tensor)
+        if path is None or self.no_grad:
+            return
+        self.produced = max(self.produced, CERTAIN)
+        self.leaf_created = True
+        self.state.set(path, self.materialise(frozenset({NEW})))
 
     def _cut(self, path: str) -> None:
         if not self.interp.recording:
@@ -1580,6 +1595,11 @@ def _constant(expr: cst.BaseExpression) -> bool:
 
 def older(origin: Origin) -> Origin:
     return origin if origin[1] == OUTER else (origin[0], min(origin[1] + 1, OLDEST))
+
+
+def _sets_requires_grad(stmt: cst.Assign) -> bool:
+    target = stmt.targets[0].target
+    return type(target) is cst.Attribute and target.attr.value == "requires_grad" and is_true(stmt.value)
 
 
 def _tuple_elements(expr: cst.BaseExpression) -> list | None:
