@@ -37,6 +37,7 @@ from graphlint.model.names import (
     positional,
 )
 from graphlint.model.program import ACCELERATOR, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope
+from graphlint.model.guards import null_test
 from graphlint.model.statements import read_names
 
 # Objects that hold or step parameters but are never tensors themselves.
@@ -399,6 +400,7 @@ class Interpreter:
         # depends on (see inline_key): outer fixpoints re-solve the same call
         # with the same state many times, exponentially so in nested helpers.
         self.inlined: dict[tuple, Inlined] = {}
+        self._sentinel_initialisations: dict[cst.CSTNode, frozenset[cst.CSTNode]] = {}
         # Call position (the key without the state) -> (key, fixpoint states).
         self.inlined_states: dict[tuple, tuple[tuple, dict[tuple, State]]] = {}
         self._remembered_states = 0
@@ -461,6 +463,13 @@ class Interpreter:
         """The fixpoint states of the helper solve ``key`` names, if still kept."""
         entry = self.inlined_states.get(key[:-1])
         return entry[1] if entry is not None and entry[0] == key else None
+
+    def sentinel_initialisations(self, scope: Scope) -> frozenset[cst.CSTNode]:
+        """The assignments ``x = ...`` directly under an ``if x is None:`` of the scope."""
+        found = self._sentinel_initialisations.get(scope.node)
+        if found is None:
+            found = self._sentinel_initialisations[scope.node] = frozenset(_sentinel_initialisations(scope.body))
+        return found
 
     def forget_inlined(self) -> None:
         self.inlined.clear()
@@ -1215,6 +1224,8 @@ class _StmtContext:
             names = _tuple_elements(target.target)
             if names is not None and elements is not None and len(names) == len(elements):
                 pairs += zip(names, elements)
+        if stmt in self.interp.sentinel_initialisations(self.frame.scope):
+            return  # `if acc is None: acc = loss` runs once: it bounds nothing
         for target, value in pairs:
             path = self.interp.path(self.frame, target)
             if path is None:
@@ -1226,16 +1237,19 @@ class _StmtContext:
 
     def _check_rebinding_accumulation(self, stmt: cst.Assign, value: frozenset, fresh_before: dict) -> None:
         """``acc = acc + x`` accumulates like ``acc += x``; so does ``d[k] = d.get(k, 0) + x``."""
-        if len(stmt.targets) != 1 or type(stmt.value) is not cst.BinaryOperation:
+        if len(stmt.targets) != 1:
             return
         target = stmt.targets[0].target
+        update = _update_past_sentinel(stmt.value, target)
+        if type(update) is not cst.BinaryOperation:
+            return
         path = self.interp.path(self.frame, target)
         # `d[k] = d.get(k, 0) + x`: the key may be known (`k` bound from a dict
         # literal's keys) or computed at run time (no path of its own).
         container = self.interp.path(self.frame, target.value) if type(target) is cst.Subscript else None
         if path is None and container is None:
             return
-        operands = (stmt.value.left, stmt.value.right)
+        operands = (update.left, update.right)
         others = [op for op in operands if not self._reads_accumulator(op, path, container)]
         if len(others) != 1:
             return
@@ -1595,6 +1609,37 @@ def _constant(expr: cst.BaseExpression) -> bool:
 
 def older(origin: Origin) -> Origin:
     return origin if origin[1] == OUTER else (origin[0], min(origin[1] + 1, OLDEST))
+
+
+def _update_past_sentinel(value: cst.BaseExpression, target: cst.BaseExpression) -> cst.BaseExpression:
+    """``acc = loss if acc is None else 0.9 * acc + 0.1 * loss``: the update of every
+    iteration but the first (the value itself when it is no such choice)."""
+    if type(value) is not cst.IfExp or type(target) is not cst.Name:
+        return value
+    tested = null_test(value.test)
+    if tested is None or tested[0] != target.value:
+        return value
+    return value.body if tested[1] else value.orelse
+
+
+def _sentinel_initialisations(body) -> list[cst.Assign]:
+    found = []
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda) or isinstance(node, cst.BaseExpression):
+            continue
+        if kind is cst.If and null_test(node.test) is not None and not null_test(node.test)[1]:
+            name = null_test(node.test)[0]
+            for line in node.body.body:
+                for small in getattr(line, "body", ()) if type(line) is cst.SimpleStatementLine else ():
+                    if type(small) is cst.Assign and any(
+                        type(target.target) is cst.Name and target.target.value == name for target in small.targets
+                    ):
+                        found.append(small)
+        stack.extend(children(node))
+    return found
 
 
 def _sets_requires_grad(stmt: cst.Assign) -> bool:
