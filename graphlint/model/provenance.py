@@ -1098,6 +1098,8 @@ class _StmtContext:
                 return
         if path is None:
             return
+        if type(target) is cst.Attribute and target.attr.value == "data":
+            value = EMPTY  # `p.data = clamp(p)` copies numbers into p: no graph, p stays a leaf
         if value and self.interp.kinds(self.frame, target) & _NEVER_TENSORS:
             # An optimizer built by a class graphlint does not know holds parameters,
             # but is no graph of its own: `amp.scale_loss(loss, optimizer)` passes it on.
