@@ -44,15 +44,20 @@ SUMMARY = "Recurrent state carries the previous batch's graph into the next forw
 
 
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
+    document = None
     for call, fact in reported_carries(model).items():
         state = model.code(fact.argument)
         forward_line = model.site_line(fact.origin[0])
         how = _how_carried(model, fact)
+        if document is None:
+            from graphlint.fix.document import Document  # only files with a finding pay for it
+
+            document = Document(model.source, model.module)
         yield model.diagnostic(
             call,
             f"hidden state '{state}' carries the graph of the forward at line {forward_line} "
             f"into the next iteration ({how}); detach it before this call "
-            f"({_detach_hint(state)})",
+            f"({_detach_hint(call, state, document)})",
         )
 
 
@@ -96,7 +101,13 @@ def _cut_somewhere(model: ModuleModel, fact) -> bool:
     return False
 
 
-def _detach_hint(state: str) -> str:
+def _detach_hint(call, state: str, document) -> str:
+    """The cut the fix would insert, in the state's shape; else a tensor's cut for a plain name."""
+    from graphlint.fix.gl002 import detaching_statement
+
+    code = detaching_statement(call, state, document)
+    if code is not None:
+        return code
     if state.isidentifier() or state.replace(".", "").replace("_", "").isalnum():
-        return f"{state} = {state}.detach()"
+        return f"{state} = {state}.detach(), or detach each of its tensors if it holds several"
     return "detach every tensor of the state"

@@ -49,6 +49,16 @@ def fix(finding: Finding, document: Document) -> Fix | None:
     return Fix(f"Detach the carried state before this forward: `{code}`", SAFE, (document.insert_before(where, code),))
 
 
+def detaching_statement(call: libcst.Call, state_code: str, document: Document) -> str | None:
+    """The statement that cuts the state ``state_code`` passed to ``call``, written for
+    the state's shape (GL002's message shows it); None when the shape is unknown."""
+    state = _state_argument(call, state_code, document)
+    statement = document.statement_line(call)
+    if state is None or statement is None:
+        return None
+    return _cut(state, statement, document)
+
+
 def _cut_earlier(state, where, document: Document) -> bool:
     """An earlier statement of the same block re-creates the state or cuts it with a detaching helper."""
     block = document.parent(where)
