@@ -58,7 +58,8 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             continue  # the accumulator is the objective (BPTT over time steps, REINFORCE)
         if acc.site in facts.returned_sites:
             continue  # outputs collected step by step and returned: the caller's objective
-        graph = [o for o in acc.added if model.origin_is_graph(o, certain=True)]
+        # A leaf (a parameter, an input given requires_grad) kept in a list holds no graph.
+        graph = [o for o in acc.added if model.origin_is_graph(o, certain=True) and not model.sites[o[0]].leaf]
         if not graph:
             continue
         if acc.loop in facts.active_loops:

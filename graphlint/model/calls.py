@@ -355,7 +355,11 @@ class _CallEvaluator:
             # carries no graph the analysis could blame.
             self.args_value()
             return EMPTY
-        return self.args_value() | self.forward(WEAK, None)
+        # A leaf handed to a function of another package (`thop.profile(m, inputs=(x,))`)
+        # may come back as anything: no sure graph of it, only a weak forward.
+        sites = self.interp.sites
+        passed = frozenset(o for o in self.args_value() if not (o[0] >= 0 and sites[o[0]].leaf))
+        return passed | self.forward(WEAK, None)
 
     def rebinds_its_only_argument(self) -> bool:
         """The call is a whole statement ``x = f(x)``: one positional argument, assigned back to it."""
