@@ -122,7 +122,7 @@ class Program:
             elif isinstance(stmt, cst.BaseCompoundStatement):
                 # Definitions under `if TYPE_CHECKING:`, try-import blocks, and
                 # closures defined inside a module-level loop (LBFGS scripts).
-                for block in _sub_blocks(stmt):
+                for block in sub_blocks(stmt):
                     self._collect_body(block, cls, prefix)
 
     def _add_function(self, func: cst.FunctionDef, cls: ClassInfo | None, prefix: str) -> None:
@@ -143,7 +143,7 @@ class Program:
             if type(stmt) is cst.FunctionDef:
                 self._add_function(stmt, None, prefix)
             elif isinstance(stmt, cst.BaseCompoundStatement) and type(stmt) is not cst.ClassDef:
-                for block in _sub_blocks(stmt):
+                for block in sub_blocks(stmt):
                     self._collect_nested(block, prefix)
 
     def _resolve_class_kinds(self) -> None:
@@ -297,14 +297,15 @@ def _body_statements(func: cst.FunctionDef):
     return [body]
 
 
-def _sub_blocks(stmt: cst.CSTNode):
+def sub_blocks(stmt: cst.CSTNode):
+    """The statement lists of a compound statement (every branch of an if chain, handlers, else, finally)."""
     for child in children(stmt):
         if isinstance(child, (cst.IndentedBlock,)):
             yield child.body
         elif type(child) in (cst.Else, cst.Finally, cst.ExceptHandler, cst.If):
             if type(child) is cst.If:
                 yield child.body.body
-                yield from _sub_blocks(child)
+                yield from sub_blocks(child)
             else:
                 yield child.body.body
 

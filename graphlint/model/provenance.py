@@ -36,7 +36,7 @@ from graphlint.model.names import (
     is_true,
     positional,
 )
-from graphlint.model.program import ACCELERATOR, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope
+from graphlint.model.program import ACCELERATOR, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope, sub_blocks
 from graphlint.model.guards import null_test
 from graphlint.model.statements import read_names
 
@@ -383,6 +383,7 @@ class Interpreter:
         # A CPU-time safety net besides the step budget: CPU time, unlike the wall
         # clock, does not depend on how loaded the machine is.
         self.deadline = None if seconds is None else time.process_time() + seconds
+        self._steps_to_clock = 1
         self.seconds = seconds
         self.work = 0
         # Whether solve() keeps states apart per flag value (see analyse_scope).
@@ -729,7 +730,14 @@ class Interpreter:
         self.work += 1 + live_values // 32
         if self.work > self.budget:
             raise AnalysisBudgetExceeded(f"analysis budget of {self.budget} steps exceeded")
-        if self.deadline is not None and time.process_time() > self.deadline:
+        if self.deadline is None:
+            return
+        # Reading the CPU clock costs about a microsecond: once every 64 steps is plenty.
+        self._steps_to_clock -= 1
+        if self._steps_to_clock:
+            return
+        self._steps_to_clock = 64
+        if time.process_time() > self.deadline:
             raise AnalysisBudgetExceeded(f"analysis needed more than {self.seconds:g} s of CPU time")
 
     # ----- paths -----
@@ -1629,23 +1637,50 @@ def _update_past_sentinel(value: cst.BaseExpression, target: cst.BaseExpression)
 
 
 def _sentinel_initialisations(body) -> list[cst.Assign]:
+    """Assignments that run once: directly under an ``if P is None:`` whose test turns
+    false once they ran, because the branch or a later statement of the same block
+    binds ``P`` (``if self.val is None: self.avg = val`` ... ``self.val = val``)."""
     found = []
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda) or isinstance(node, cst.BaseExpression):
-            continue
-        if kind is cst.If and null_test(node.test) is not None and not null_test(node.test)[1]:
-            name = null_test(node.test)[0]
-            for line in node.body.body:
-                for small in getattr(line, "body", ()) if type(line) is cst.SimpleStatementLine else ():
-                    if type(small) is cst.Assign and any(
-                        type(target.target) is cst.Name and target.target.value == name for target in small.targets
-                    ):
-                        found.append(small)
-        stack.extend(children(node))
+    blocks = [list(body)]
+    while blocks:
+        block = blocks.pop()
+        for index, stmt in enumerate(block):
+            if type(stmt) in (cst.FunctionDef, cst.ClassDef) or not isinstance(stmt, cst.BaseCompoundStatement):
+                continue
+            blocks.extend(list(inner) for inner in sub_blocks(stmt))
+            tested = _tested_for_none(stmt.test) if type(stmt) is cst.If else None
+            if tested is None:
+                continue
+            once = _assignments(stmt.body.body)
+            if any(tested in _assigned_paths(a) for a in once + _assignments(block[index + 1 :])):
+                found.extend(once)
     return found
+
+
+def _tested_for_none(test: cst.BaseExpression) -> str | None:
+    """``P`` of ``if P is None:`` (a name or an attribute path)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    comparison = test.comparisons[0]
+    if type(comparison.operator) is not cst.Is or not (
+        type(comparison.comparator) is cst.Name and comparison.comparator.value == "None"
+    ):
+        return None
+    return dotted(test.left)
+
+
+def _assignments(statements) -> list[cst.Assign]:
+    return [
+        small
+        for line in statements
+        if type(line) is cst.SimpleStatementLine
+        for small in line.body
+        if type(small) is cst.Assign
+    ]
+
+
+def _assigned_paths(assign: cst.Assign) -> set[str]:
+    return {dotted(target.target) for target in assign.targets} - {None}
 
 
 def _sets_requires_grad(stmt: cst.Assign) -> bool:
