@@ -17,6 +17,7 @@ from graphlint.model.names import (
     PARAMETER_METHODS,
     SAMPLING_METHODS,
     PASSING_BUILTINS,
+    TENSOR_METHODS,
     TORCH_CUTTING,
     is_false,
     dotted,
@@ -475,6 +476,8 @@ class _CallEvaluator:
             return owner_value | self.args_value()
         if type(owner) is cst.Name and owner.value in ("self", "cls") and not self._inherited_by_a_plain_class():
             return self.args_value() | self.forward(LIKELY, func)
+        if method in TENSOR_METHODS and not kinds:
+            return owner_value | self.args_value()  # `x.view(n, -1)` of data: no new node
         return owner_value | self.args_value() | self.forward(WEAK, None)
 
     def _inherited_by_a_plain_class(self) -> bool:
@@ -539,7 +542,7 @@ class _CallEvaluator:
         stored = self.ctx.collected([arg.value for arg in self.call.args], added)
         if stored:
             self.ctx.state.add(path, stored)
-        self.ctx._accumulation(owner, added - {NEW}, stored)
+        self.ctx._accumulation(owner, (added - {NEW}) or stored, stored)
 
     # ----- helpers of this module -----
     def inline_or_unknown(self, func: cst.FunctionDef, cls, owner) -> frozenset:

@@ -113,6 +113,16 @@ MODULE_HOUSEKEEPING = frozenset({
     "init_hidden_state", "reset_parameters", "save_pretrained", "named_buffers", "buffers",
 })
 PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+# Tensor methods that only reshape or compute on their receiver (and arguments):
+# on a graph-free receiver of no known kind (`x.view(n, -1)` of data) they build
+# nothing, where an unknown object's unknown method may run a forward.
+TENSOR_METHODS = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "t", "transpose", "permute", "flatten",
+    "unsqueeze", "squeeze", "contiguous", "expand", "expand_as", "repeat", "narrow",
+    "sum", "mean", "std", "var", "norm", "prod", "pow", "exp", "log", "abs", "sqrt",
+    "sigmoid", "tanh", "relu", "softmax", "log_softmax", "clamp", "clip", "neg", "sign",
+    "mul", "div", "add", "sub", "matmul", "mm", "bmm", "dot", "float", "double", "half",
+})
 # Name shapes of module methods that read or move state rather than run a forward
 # (`get_input_embeddings`, `save_checkpoint`, `_zero3_consolidated_16bit_state_dict`).
 _HOUSEKEEPING_PREFIXES = ("get_", "set_", "register_", "named_", "save", "load", "to_", "_")

@@ -959,8 +959,9 @@ class _StmtContext:
 
     def collected(self, exprs, value: frozenset) -> frozenset:
         """What a container keeps when ``exprs`` are put in it: parameters or leaves as
-        they are (``by_mesh[k].append(p)`` builds no node), else a node of this statement."""
-        if not value - {NEW}:
+        they are (``by_mesh[k].append(p)`` builds no node), else a node of this statement
+        (``outs.append(policy(x))``: the forward's new node alone is one too)."""
+        if not value:
             return EMPTY
         if all(_held(expr) for expr in exprs) and self.interp.only_leaves(value - {NEW, ELEMENT}):
             return value - {NEW}
