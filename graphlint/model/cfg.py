@@ -17,6 +17,7 @@ import libcst as cst
 from graphlint.model.names import bound_names, dotted
 from graphlint.model.statements import (
     assigned_names,
+    assigned_paths,
     binds,
     calls_something,
     constant_test,
@@ -150,6 +151,9 @@ class _Context:
     first: tuple[tuple[str, bool], ...] = ()
     # Names bound anywhere in the bodies of the enclosing loops.
     loop_assigned: frozenset[str] = frozenset()
+    # The ``if done:`` ending the body of the innermost ``while not done:``: its
+    # branch leaves the loop (see _Builder.loop).
+    leaves_loop: cst.If | None = None
 
     def inside(self, **changes) -> "_Context":
         return replace(self, **changes)
@@ -281,6 +285,9 @@ class _Builder:
         if known is None:
             known = first_iteration_test(stmt.test, dict(ctx.first))
         out = [] if known is False else self.block(stmt.body.body, [(test, True)], ctx)
+        if stmt is ctx.leaves_loop and ctx.break_edges is not None:
+            ctx.break_edges.extend(out)  # `done` holds: the loop test fails next
+            out = []
         orelse = stmt.orelse
         if known is True:
             return out
@@ -345,7 +352,10 @@ class _Builder:
             self._bind(bound_names(stmt.target))
         self.cfg.loops[header] = Loop(header, parent=ctx.loops[-1] if ctx.loops else None)
         breaks: list = []
-        inner = ctx.inside(loops=ctx.loops + (header,), break_edges=breaks, continue_target=header)
+        inner = ctx.inside(
+            loops=ctx.loops + (header,), break_edges=breaks, continue_target=header,
+            leaves_loop=_ending_test(stmt),
+        )
         if self.joins:
             inner = inner.inside(loop_assigned=ctx.loop_assigned | assigned_names([stmt], imports=True))
         if peeled:
@@ -398,6 +408,21 @@ class _Builder:
         for case in stmt.cases:
             out += self.block(case.body.body, [(subject, True)], ctx)
         return out
+
+
+def _ending_test(loop: cst.For | cst.While) -> cst.If | None:
+    """The last statement of ``while not done:`` when it is ``if done:`` (a REINFORCE
+    episode learning when it ends) and its branch does not bind ``done`` again: after
+    that branch the loop test fails, so the branch leaves the loop."""
+    test = loop.test if type(loop) is cst.While else None
+    if type(test) is not cst.UnaryOperation or type(test.operator) is not cst.Not:
+        return None
+    flag = dotted(test.expression)
+    last = loop.body.body[-1] if loop.body.body else None
+    if flag is None or type(last) is not cst.If or dotted(last.test) != flag:
+        return None
+    rebinds = flag in assigned_names(last.body.body) or flag in assigned_paths(last.body.body)
+    return None if rebinds else last
 
 
 # ``peel`` of build_cfg: peel every loop's first iteration, counter or not. What a
