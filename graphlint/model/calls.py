@@ -548,7 +548,12 @@ class _CallEvaluator:
     def inline_or_unknown(self, func: cst.FunctionDef, cls, owner) -> frozenset:
         result = self.inline(func, cls, owner)
         if result is None:
-            return self.args_value() | self.forward(WEAK, None)
+            # Too deep to follow from here. Every function of the file is also analysed
+            # from shallower callers (and as an entry point), where the helper is
+            # followed; a node made here would share the site (and so the strength) of
+            # the helper's statements there. Precision first: nothing is known of it.
+            self.args_value()
+            return EMPTY
         return result
 
     def instance_call(self, cls, callee: cst.BaseExpression) -> frozenset:
