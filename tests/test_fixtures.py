@@ -25,6 +25,9 @@ KNOWN_GAPS = {
         "dropping that node broke recurrent-state detection, which relies on the call's own node (out, h = rnn(x, h))",
     "clean/gl005_block_outputs_kept_on_self.py": "false positive: one forward's block outputs kept on self "
         "(reset at the top of forward) taken for history",
+    "clean/gl001_bracket_alias_of_a_loss_recomputed_each_iteration.py": "false positive: the loss computed "
+        "before the loop joins, at the loop header, the later iterations' states where an alias keeps the freed "
+        "graph referenced; peeling every loop's first iteration fixes it but broke flag correlation elsewhere",
     "clean/gl005_criterion_tuple_sample_size.py": "false positive: the int sample size unpacked from the criterion's "
         "tuple shares the backwarded loss's site",
 }

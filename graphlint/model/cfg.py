@@ -344,7 +344,6 @@ class _Builder:
         kind = FOR if type(stmt) is cst.For else WHILE
         counter = zero_based_counter(stmt) if self.peel else None
         peeled = counter is not None and tests_first_iteration(stmt.body, counter)
-        peeled = peeled or self.peel == PEEL_EVERY_LOOP
         if kind == FOR and calls_something(stmt.iter):
             preds = [(self.node(ITER, stmt, ctx, preds), None)]
         header = self.node(kind, stmt, ctx, [] if peeled else preds)
@@ -364,15 +363,10 @@ class _Builder:
             # iterations never see a state in which the first-iteration branch was skipped.
             first = self.node(kind, stmt, ctx, preds)
             self.cfg.nodes[first].peel_of = header
-            copy = inner.inside(first=ctx.first + ((counter, True),)) if counter else inner
-            # The later iterations' copy is built as the loop starts too: what is
-            # unbound there is what is unbound when the first iteration starts.
-            bound, bindings = set(self.bound), dict(self.bindings)
+            copy = inner.inside(first=ctx.first + ((counter, True),))
             for src, label in self.block(stmt.body.body, [(first, True)], copy):
                 self.cfg.link(src, header, BACK)
-            self.bound, self.bindings = bound, bindings
-            if counter:
-                inner = inner.inside(first=ctx.first + ((counter, False),))
+            inner = inner.inside(first=ctx.first + ((counter, False),))
         for src, label in self.block(stmt.body.body, [(header, True)], inner):
             self.cfg.link(src, header, BACK)
         infinite = (
@@ -423,14 +417,6 @@ def _ending_test(loop: cst.For | cst.While) -> cst.If | None:
         return None
     rebinds = flag in assigned_names(last.body.body) or flag in assigned_paths(last.body.body)
     return None if rebinds else last
-
-
-# ``peel`` of build_cfg: peel every loop's first iteration, counter or not. What a
-# value holds when a loop starts (a loss computed before it) then reaches only the
-# first iteration's copy, never a later iteration's state (where an earlier
-# backward has freed it): the re-run of a scope whose first run reached freed
-# graphs uses it (Interpreter.analyse_scope).
-PEEL_EVERY_LOOP = "every loop"
 
 
 def build_cfg(

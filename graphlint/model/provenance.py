@@ -25,7 +25,7 @@ from graphlint.model.walk import children
 
 from graphlint.model import events as ev
 from graphlint.model.liveness import live_in, live_on_entry
-from graphlint.model.cfg import ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, ITER, MATCH, STMT, WHILE, WITH, PEEL_EVERY_LOOP, build_cfg
+from graphlint.model.cfg import ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, ITER, MATCH, STMT, WHILE, WITH, build_cfg
 from graphlint.model.names import (
     bound_names,
     CUTTING_ATTRIBUTES,
@@ -388,8 +388,7 @@ class Interpreter:
         self.work = 0
         # Whether solve() keeps states apart per flag value (see analyse_scope).
         self.partitions = False
-        self.peel_every_loop = False
-        self._cfgs: dict[tuple[int, bool], CFG] = {}
+        self._cfgs: dict[int, CFG] = {}
         self._stack: list[cst.CSTNode] = []
         self._frame_counter = 0
         self.forwards_run = 0
@@ -428,12 +427,9 @@ class Interpreter:
         return bool(origins) and all(o == PARAMS or (o[0] >= 0 and sites[o[0]].leaf) for o in origins)
 
     def cfg_for(self, scope: Scope) -> CFG:
-        # A partitioned re-run after freed graphs were reached also peels every loop.
-        peel_every_loop = self.partitions and self.peel_every_loop
-        key = (id(scope.node), peel_every_loop)
+        key = id(scope.node)
         if key not in self._cfgs:
-            peel = PEEL_EVERY_LOOP if peel_every_loop else True
-            self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad, peel=peel, joins=True, bound=scope.params)
+            self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad, peel=True, joins=True, bound=scope.params)
         return self._cfgs[key]
 
     # ----- inlining memo -----
@@ -498,9 +494,6 @@ class Interpreter:
         found = self._analyse_scope(scope, no_grad, partitions=False)
         if found.carried or any(b.freed_hits or b.stepped_hits for b in found.backwards):
             work = self.work
-            # A graph freed in one iteration and reached in another may be the value a
-            # loop started with, reaching only the first iteration: peel every loop.
-            self.peel_every_loop = any(b.freed_hits for b in found.backwards)
             try:
                 found = self._analyse_scope(scope, no_grad, partitions=True)
             except AnalysisBudgetExceeded:
@@ -508,11 +501,11 @@ class Interpreter:
         self.facts.merge(found)
 
     def _analyse_scope(self, scope: Scope, no_grad: bool, partitions: bool) -> "Facts":
-        self.partitions = partitions  # before the frame: its CFG depends on it
         frame = self._frame(scope, {}, (), 0)
         frame.no_grad = no_grad
         state = State()
         facts, self.facts = self.facts, Facts()
+        self.partitions = partitions
         if partitions:
             self.forget_inlined()  # helpers remembered from unpartitioned solves
         self._stack.append(scope.node)
