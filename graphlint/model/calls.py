@@ -233,6 +233,8 @@ class _CallEvaluator:
             self.interp.facts.step_loops.update(loops)
             if loops:
                 self.interp.facts.stepping_loops.add(loops[-1])
+                if not self.ctx.runs_every_iteration():  # (a helper's step: unknown, so maybe)
+                    self.interp.facts.conditional_step_loops.add(loops[-1])
         if event.closure is not None:
             self._call_closure(event.closure)
         state = self.ctx.state  # after the closure: inlining it replaced the state

@@ -355,6 +355,11 @@ class Facts:
         self.returned_sites: set[int] = set()
         # loop key -> paths re-assigned (not from themselves) somewhere in that loop
         self.reset_paths: dict[tuple, set[str]] = {}
+        # loop key -> paths re-assigned by a statement every iteration of it runs
+        self.every_iteration_resets: dict[tuple, set[str]] = {}
+        # Loops whose own iterations run an optimizer step only under a test
+        # (gradient accumulation: the step closes a window of micro-batches).
+        self.conditional_step_loops: set[tuple] = set()
         # Loops an optimizer step runs in (at any depth).
         self.step_loops: set[tuple] = set()
         # Loops whose own iterations run an optimizer step (its innermost loop).
@@ -1249,6 +1254,24 @@ class _StmtContext:
             if _fresh_container(value) or path not in {self.interp.path(self.frame, node) for node in _names_in(value)}:
                 for loop in self.loop_keys:
                     self.interp.facts.reset_paths.setdefault(loop, set()).add(path)
+                if self.runs_every_iteration():
+                    self.interp.facts.every_iteration_resets.setdefault(self.loop, set()).add(path)
+
+    def runs_every_iteration(self) -> bool:
+        """Whether this statement runs in every iteration of its innermost loop of this
+        function: it lies in the loop's body, outside any ``if``, ``try`` or inner loop
+        (``with`` blocks aside)."""
+        header = self.node.loop
+        if header is None:
+            return False
+        blocks = [self.frame.cfg.nodes[header].stmt.body.body]
+        while blocks:
+            for line in blocks.pop():
+                if type(line) is cst.SimpleStatementLine and any(small is self.stmt for small in line.body):
+                    return True
+                if type(line) is cst.With:
+                    blocks.append(line.body.body)
+        return False
 
     def _check_rebinding_accumulation(self, stmt: cst.Assign, value: frozenset, fresh_before: dict) -> None:
         """``acc = acc + x`` accumulates like ``acc += x``; so does ``d[k] = d.get(k, 0) + x``."""
