@@ -622,6 +622,11 @@ class Interpreter:
                         if exit_out is None:
                             continue
                         edge_out = exit_out
+                    if node.kind == IF:
+                        # (An `if` without `else` reaches its JOIN as arm 1 when the test fails.)
+                        taken = label if label in (True, False) else (False if label == (ARM, 1) else None)
+                        if taken is not None:
+                            edge_out = self._none_on_edge(frame, node.stmt.test, taken, edge_out)
                     if type(label) is tuple and label[0] == ARM:
                         join = cfg.nodes[succ]
                         if self._never_skipped(frame, join, label[1]):
@@ -650,6 +655,17 @@ class Interpreter:
             self.recording = saved_recording
             self.frames.pop()
         return states
+
+    def _none_on_edge(self, frame: Frame, test: cst.BaseExpression, label: bool, state: State) -> State:
+        """On the branch of ``if h is not None:`` (or ``if h is None:``) where ``h`` is
+        None, ``h`` holds no graph: the path that skips ``h = h.detach()`` carries none."""
+        tested = _none_side(test, label)
+        path = self.path(frame, tested) if tested is not None else None
+        if path is None or not state.get(path):
+            return state
+        state = state.copy()
+        state.set(path, EMPTY)
+        return state
 
     def record(self, frame: Frame, states: dict[tuple, State]) -> None:
         """Transfer each node once more from its fixpoint state, now emitting facts."""
@@ -1679,6 +1695,20 @@ def _sentinel_initialisations(body) -> list[cst.Assign]:
             if any(tested in _assigned_paths(a) for a in once + _assignments(block[index + 1 :])):
                 found.extend(once)
     return found
+
+
+def _none_side(test: cst.BaseExpression, label: bool) -> cst.BaseExpression | None:
+    """The expression tested against None when the branch ``label`` of ``test`` is the
+    one where it is None (``h is None`` taken, ``h is not None`` not taken)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    comparison = test.comparisons[0]
+    if not (type(comparison.comparator) is cst.Name and comparison.comparator.value == "None"):
+        return None
+    operator = type(comparison.operator)
+    if (operator is cst.Is and label) or (operator is cst.IsNot and not label):
+        return test.left if type(test.left) in (cst.Name, cst.Attribute) else None
+    return None
 
 
 def _tested_for_none(test: cst.BaseExpression) -> str | None:
