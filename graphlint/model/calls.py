@@ -566,12 +566,15 @@ class _CallEvaluator:
         forwards = self.interp.forwards_run
         result = self.inline(found[1], found[0], callee)
         if result is None:
+            if cls.is_module and self.program.holds_no_parameters(cls):
+                return self.args_value()  # too deep to follow, and no parameter to build on
             return self.args_value() | self.forward(strength, callee)
-        if _takes_no_input(found[1]) and self.interp.forwards_run == forwards and (
-            not result or self.interp.only_leaves(result)
+        if self.interp.forwards_run == forwards and (
+            not result or (_takes_no_input(found[1]) and self.interp.only_leaves(result))
         ):
-            # `def forward(self): return self.embeds` (a ParameterDict): with no input
-            # and no forward run, it hands out its own parameters, building no graph.
+            # A forward that ran no forward and used no parameter builds no graph: a
+            # byte encoder returning `torch.tensor(ids)`; `def forward(self): return
+            # self.embeds` (a ParameterDict) hands out its own parameters.
             return result
         return result | self.forward(strength, callee)
 

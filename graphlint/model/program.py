@@ -181,6 +181,19 @@ class Program:
                 return current, current.methods[name]
         return None
 
+    def holds_no_parameters(self, cls: ClassInfo) -> bool:
+        """A module class of this file whose methods give ``self`` only plain values
+        (no call result that could be a layer or a Parameter), over bases that are
+        ``nn.Module`` or such classes: a byte encoder, a fixed transform."""
+        for current in self.lineage(cls):
+            if any(base not in self.classes and base not in ("Module", "nn.Module", "torch.nn.Module") for base in current.bases):
+                return False
+            for method in current.methods.values():
+                for small in _assignments_to_self(method.body.body):
+                    if _may_build_an_object(small.value):
+                        return False
+        return True
+
     def instance_attributes(self, cls: ClassInfo) -> frozenset[str]:
         """The attributes the class's methods (and its bases' in this file) assign on `self`."""
         if cls.name not in self._instance_attributes:
@@ -295,6 +308,38 @@ def _body_statements(func: cst.FunctionDef):
     if type(body) is cst.IndentedBlock:
         return body.body
     return [body]
+
+
+def _assignments_to_self(body) -> list[cst.Assign | cst.AnnAssign | cst.AugAssign]:
+    """Every statement of ``body`` (nested blocks included, nested definitions not)
+    assigning an attribute of ``self``."""
+    found = []
+    blocks = [body]
+    while blocks:
+        for stmt in blocks.pop():
+            if type(stmt) is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    targets = [t.target for t in small.targets] if type(small) is cst.Assign else (
+                        [small.target] if type(small) in (cst.AnnAssign, cst.AugAssign) else []
+                    )
+                    if any((dotted(t) or "").startswith("self.") for t in targets) and small.value is not None:
+                        found.append(small)
+            elif isinstance(stmt, cst.BaseCompoundStatement) and type(stmt) not in (cst.FunctionDef, cst.ClassDef):
+                blocks.extend(sub_blocks(stmt))
+    return found
+
+
+def _may_build_an_object(expr: cst.BaseExpression) -> bool:
+    """Whether ``expr`` calls anything (a layer, a Parameter, a factory)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Call:
+            return True
+        if type(node) in (cst.Lambda, cst.FunctionDef):
+            continue
+        stack.extend(children(node))
+    return False
 
 
 def sub_blocks(stmt: cst.CSTNode):
