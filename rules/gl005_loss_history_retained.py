@@ -106,13 +106,15 @@ def _shared_by_several_values(site) -> bool:
 def _bounded_by_reset(facts, acc, accumulating_loop=None) -> bool:
     """Whether a re-assignment of the accumulator (or of its dict or object) bounds it.
 
-    Reset inside the accumulating loop every iteration, or under a test unless
-    the loop runs an optimizer step every iteration (a reset after each
-    accumulated step; a hand-written update the analysis cannot see), or by an enclosing loop whose own iterations run the optimizer step
-    while the accumulating loop runs none: the list holds one step's
-    micro-batches, not a history. A log window over steps that run every
-    iteration bounds nothing. An epoch loop whose steps run in a nested batch loop does not
-    bound a validation sum it re-creates (``total = 0.0`` in a helper it calls).
+    A reset in the accumulating loop bounds it when it runs every iteration, or
+    when the loop's optimizer step runs under a test too (the sum of one
+    accumulated step's micro-batches) or is not in sight (a hand-written update
+    may close the window); a log window over steps taken every iteration bounds
+    nothing. A reset by an enclosing loop whose own iterations run the optimizer
+    step while the accumulating loop runs none bounds it too: the list holds
+    one step's micro-batches, not a history. An epoch loop whose steps run in a
+    nested batch loop does not bound a validation sum it re-creates
+    (``total = 0.0`` in a helper it calls).
     """
     accumulating = acc.loop if accumulating_loop is None else accumulating_loop
     roots = _path_and_roots(acc.path)
@@ -120,11 +122,7 @@ def _bounded_by_reset(facts, acc, accumulating_loop=None) -> bool:
         if roots.isdisjoint(facts.reset_paths.get(loop, ())):
             continue
         if loop == accumulating:
-            # Reset under a test: one optimizer step's micro-batches when the step is
-            # under a test too (gradient accumulation), else a log window over many
-            # steps (`if i % log_interval == 0: total_loss = 0`), which is history.
             every_iteration = not roots.isdisjoint(facts.every_iteration_resets.get(loop, ()))
-            # (With no optimizer step in sight, a hand-written update may close the window.)
             steps_every_iteration = loop in facts.stepping_loops and loop not in facts.conditional_step_loops
             if every_iteration or not steps_every_iteration:
                 return True

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from graphlint.model.statements import assigned_names, assigned_paths
+from graphlint.model.statements import assigned_names, assigned_paths, calls_something
 from graphlint.model.walk import children, dispatch
 from graphlint.model.names import (
     is_false,
@@ -190,7 +190,7 @@ class Program:
                 return False
             for method in current.methods.values():
                 for small in _assignments_to_self(method.body.body):
-                    if _may_build_an_object(small.value):
+                    if calls_something(small.value):  # a layer, a Parameter, a factory
                         return False
         return True
 
@@ -327,19 +327,6 @@ def _assignments_to_self(body) -> list[cst.Assign | cst.AnnAssign | cst.AugAssig
             elif isinstance(stmt, cst.BaseCompoundStatement) and type(stmt) not in (cst.FunctionDef, cst.ClassDef):
                 blocks.extend(sub_blocks(stmt))
     return found
-
-
-def _may_build_an_object(expr: cst.BaseExpression) -> bool:
-    """Whether ``expr`` calls anything (a layer, a Parameter, a factory)."""
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.Call:
-            return True
-        if type(node) in (cst.Lambda, cst.FunctionDef):
-            continue
-        stack.extend(children(node))
-    return False
 
 
 def sub_blocks(stmt: cst.CSTNode):

@@ -1688,9 +1688,10 @@ def _sentinel_initialisations(body) -> list[cst.Assign]:
             if type(stmt) in (cst.FunctionDef, cst.ClassDef) or not isinstance(stmt, cst.BaseCompoundStatement):
                 continue
             blocks.extend(list(inner) for inner in sub_blocks(stmt))
-            tested = _tested_for_none(stmt.test) if type(stmt) is cst.If else None
+            tested = _none_side(stmt.test, True) if type(stmt) is cst.If else None
             if tested is None:
                 continue
+            tested = dotted(tested)
             once = _assignments(stmt.body.body)
             if any(tested in _assigned_paths(a) for a in once + _assignments(block[index + 1 :])):
                 found.extend(once)
@@ -1709,18 +1710,6 @@ def _none_side(test: cst.BaseExpression, label: bool) -> cst.BaseExpression | No
     if (operator is cst.Is and label) or (operator is cst.IsNot and not label):
         return test.left if type(test.left) in (cst.Name, cst.Attribute) else None
     return None
-
-
-def _tested_for_none(test: cst.BaseExpression) -> str | None:
-    """``P`` of ``if P is None:`` (a name or an attribute path)."""
-    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
-        return None
-    comparison = test.comparisons[0]
-    if type(comparison.operator) is not cst.Is or not (
-        type(comparison.comparator) is cst.Name and comparison.comparator.value == "None"
-    ):
-        return None
-    return dotted(test.left)
 
 
 def _assignments(statements) -> list[cst.Assign]:
