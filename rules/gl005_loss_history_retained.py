@@ -63,7 +63,8 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         if not graph:
             continue
         if acc.loop in facts.active_loops:
-            if not acc.outlives_iteration or _bounded_by_reset(facts, acc):
+            unpacked = any(_shared_by_several_values(model.sites[o[0]]) for o in graph)
+            if not acc.outlives_iteration or _bounded_by_reset(facts, acc, unpacked=unpacked):
                 continue
         elif not _retained_over_enclosing_loop(model, acc, graph):
             continue
@@ -103,14 +104,15 @@ def _shared_by_several_values(site) -> bool:
     return type(site.stmt) is cst.Return and type(site.stmt.value) is cst.Tuple
 
 
-def _bounded_by_reset(facts, acc, accumulating_loop=None) -> bool:
+def _bounded_by_reset(facts, acc, accumulating_loop=None, unpacked: bool = True) -> bool:
     """Whether a re-assignment of the accumulator (or of its dict or object) bounds it.
 
     A reset in the accumulating loop bounds it when it runs every iteration, or
     when the loop's optimizer step runs under a test too (the sum of one
     accumulated step's micro-batches) or is not in sight (a hand-written update
     may close the window); a log window over steps taken every iteration bounds
-    nothing. A reset by an enclosing loop whose own iterations run the optimizer
+    nothing, unless the value is one part of a call's tuple (``loss, acc =
+    model(x)``: the analysis cannot tell the graph-free metric from the loss). A reset by an enclosing loop whose own iterations run the optimizer
     step while the accumulating loop runs none bounds it too: the list holds
     one step's micro-batches, not a history. An epoch loop whose steps run in a
     nested batch loop does not bound a validation sum it re-creates
@@ -124,7 +126,7 @@ def _bounded_by_reset(facts, acc, accumulating_loop=None) -> bool:
         if loop == accumulating:
             every_iteration = not roots.isdisjoint(facts.every_iteration_resets.get(loop, ()))
             steps_every_iteration = loop in facts.stepping_loops and loop not in facts.conditional_step_loops
-            if every_iteration or not steps_every_iteration:
+            if every_iteration or not steps_every_iteration or unpacked:
                 return True
             continue
         if loop in facts.stepping_loops and accumulating not in facts.step_loops:
