@@ -29,8 +29,11 @@ only when logging (`.item()` in a hot loop forces a device sync), or
 `total += loss.item()` when the accumulator is a Python number.
 
 Summing per-time-step or per-episode losses before one backward (BPTT,
-REINFORCE) is the objective and is not reported. Reported at the
-accumulating statement.
+REINFORCE) is the objective and is not reported. Neither is a sum reset in a
+loop whose optimizer step runs under a test (gradient accumulation: the sum
+holds one step's micro-batches); a sum reset only when it is logged while the
+optimizer steps every iteration is reported (`if i % log_interval == 0:
+total_loss = 0` bounds nothing). Reported at the accumulating statement.
 """
 
 from __future__ import annotations
