@@ -37,6 +37,7 @@ from graphlint.model.guards import (
     flag_test,
     literal_arguments,
     null_test,
+    periodic_arguments,
     null_tests,
     periodic,
     plain_assignments,
@@ -196,13 +197,17 @@ class EventGraph:
         loop: int | None,
         framework: bool,
         constants=None,
+        tests=None,
     ) -> tuple[int, int]:
         """Splice the scope's CFG in; returns (entry, exit) event-node ids.
 
         ``constants`` are the helper's parameters bound to literals at this call
-        (`train_step(..., do_backward=False)`), which decide tests on them."""
+        (`train_step(..., do_backward=False)`), which decide tests on them;
+        ``tests`` those bound to a periodic test of the caller, which a test of
+        the parameter stands for (`if update_grad:` with `(i + 1) % k == 0`)."""
         cfg = self._cfg(scope)
         self._constants = constants or {}
+        self._tests = tests or {}
         self._splices += 1
         constant = (self._splices, self._flag_names(scope))
         side = {
@@ -226,7 +231,7 @@ class EventGraph:
                     first.id,
                 )  # unreachable: its loop is one event
                 continue
-            constants = self._constants
+            constants, tests = self._constants, self._tests
             last = self._fill(
                 first,
                 node,
@@ -237,7 +242,7 @@ class EventGraph:
                 framework or self._in_accumulate(cfg, node),
                 node.id in side,
             )
-            self._constants = constants
+            self._constants, self._tests = constants, tests
             if node.kind == IF:
                 self.nodes[last].fixed = decide(node.stmt.test, constants)
             if node.kind in (IF, WHILE):
@@ -367,6 +372,7 @@ class EventGraph:
                         if resolved:
                             callee_aliases[arg.keyword.value] = resolved
                 constants = literal_arguments(func, params, call)
+                tests = periodic_arguments(params, call, self.program.module.code_for_node)
                 self.stack.append(func)
                 try:
                     entry, exit_ = self.expand(
@@ -376,6 +382,7 @@ class EventGraph:
                         current.loop,
                         framework,
                         constants,
+                        tests,
                     )
                 finally:
                     self.stack.pop()
@@ -385,7 +392,9 @@ class EventGraph:
                 self.link(exit_, after.id)
                 current = after
         if node.kind in (IF, WHILE):
-            current.test = stmt.test  # the node whose edges are the branches
+            # The node whose edges are the branches (a helper's flag stands for the test passed in).
+            test = stmt.test
+            current.test = self._tests.get(test.value, test) if type(test) is cst.Name else test
         current.assigns = assigns
         return current.id
 

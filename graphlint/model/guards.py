@@ -194,6 +194,16 @@ def literal_arguments(func, params: list[str], call: cst.Call) -> dict:
     return values
 
 
+def periodic_arguments(params: list[str], call: cst.Call, code) -> dict[str, cst.BaseExpression]:
+    """Helper parameters bound to a periodic test at this call
+    (``backward_and_maybe_step(loss, opt, update_grad=(i + 1) % k == 0)``)."""
+    if any(arg.star for arg in call.args):
+        return {}
+    passed = dict(zip(params, positional(call)))
+    passed.update({arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None})
+    return {name: value for name, value in passed.items() if periodic(value, code) is not None}
+
+
 def decide(test: cst.BaseExpression, constants: dict):
     """True/False when a test only reads parameters bound to literals, else None."""
     if not constants:
