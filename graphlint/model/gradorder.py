@@ -507,7 +507,7 @@ class EventGraph:
                 return program.functions[func.value], None, None
             cls = program.class_of_instance(program.kinds(scope, func.value))
             if cls is not None:
-                found = program.method(cls, "forward")
+                found = program.method(cls, "forward") or program.method(cls, "__call__")
                 if found:
                     return found[1], found[0], self.resolve(func, aliases)
             return None
