@@ -1181,8 +1181,9 @@ class _StmtContext:
     def _split_keys(self, target: cst.BaseExpression, value_expr: cst.BaseExpression) -> None:
         """``state = {"model": model, "optimizer": optimizer, "iter_num": 0}``: each constant
         key holds its own value, so ``state["model"]`` reads the model alone (the dict as a
-        whole still holds them all: State.get merges its items)."""
-        if type(value_expr) is not cst.Dict or self.no_grad or not _display_of_reads(value_expr):
+        whole still holds them all: State.get merges its items). A value computed here
+        (``{"loss": a + b, "n": x.shape[0]}``) holds the statement's node, or nothing."""
+        if type(value_expr) is not cst.Dict or self.no_grad:
             return
         keys = [_constant_key(element) for element in value_expr.elements]
         path = self.interp.path(self.frame, target)
@@ -1190,9 +1191,13 @@ class _StmtContext:
         if path is None or None in keys or len(set(keys)) != len(keys) or len(keys) > _MAX_SPLIT_KEYS:
             return
         state = self.state
+        whole = state.get(path)
         state.set(path, EMPTY)
         for key, element in zip(keys, value_expr.elements):
-            state.put(item_path(path, key), self.eval_quiet(element.value))
+            part = self.eval_quiet(element.value)
+            if part and not _held(element.value):
+                part = whole
+            state.put(item_path(path, key), part)
 
     def _subscript_write(self, target: cst.Subscript, value: frozenset) -> None:
         """``group['lr'] = value`` on an optimizer's param group is a hyperparameter write."""
