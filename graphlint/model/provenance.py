@@ -658,8 +658,10 @@ class Interpreter:
 
     def _none_on_edge(self, frame: Frame, test: cst.BaseExpression, label: bool, state: State) -> State:
         """On the branch of ``if h is not None:`` (or ``if h is None:``) where ``h`` is
-        None, ``h`` holds no graph: the path that skips ``h = h.detach()`` carries none."""
-        tested = _none_side(test, label)
+        None, ``h`` holds no graph: the path that skips ``h = h.detach()`` carries none.
+        Likewise where ``isinstance(v, torch.Tensor)`` fails: ``v`` is no tensor (a meter
+        that cuts tensors with ``.item()`` and adds anything else)."""
+        tested = _none_side(test, label) or _not_a_tensor_side(test, label)
         path = self.path(frame, tested) if tested is not None else None
         if path is None or not state.get(path):
             return state
@@ -1456,6 +1458,19 @@ class _StmtContext:
             self.eval(comparison.comparator)
         return EMPTY
 
+    def _eval_IfExp(self, expr: cst.IfExp) -> frozenset:
+        """Both branches may be taken; a branch that is the tested value where it is no
+        tensor (``v.item() if torch.is_tensor(v) else v``) or None holds nothing."""
+        self.eval(expr.test)
+        value = EMPTY
+        for branch, taken in ((expr.body, True), (expr.orelse, False)):
+            narrowed = _none_side(expr.test, taken) or _not_a_tensor_side(expr.test, taken)
+            part = self.eval(branch)
+            if narrowed is not None and self.interp.path(self.frame, branch) == self.interp.path(self.frame, narrowed):
+                part = EMPTY
+            value = value | part
+        return value
+
     def _eval_UnaryOperation(self, expr: cst.UnaryOperation) -> frozenset:
         value = self.eval(expr.expression)
         return EMPTY if type(expr.operator) is cst.Not else value
@@ -1701,6 +1716,24 @@ def _sentinel_initialisations(body) -> list[cst.Assign]:
             if any(tested in _assigned_paths(a) for a in once + _assignments(block[index + 1 :])):
                 found.extend(once)
     return found
+
+
+def _not_a_tensor_side(test: cst.BaseExpression, label: bool) -> cst.BaseExpression | None:
+    """The value tested by ``isinstance(v, torch.Tensor)`` / ``torch.is_tensor(v)`` (or
+    their negation) when the branch ``label`` is the one where it is no tensor."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return _not_a_tensor_side(test.expression, not label)
+    if label or type(test) is not cst.Call:
+        return None
+    name = dotted(test.func) or ""
+    args = [arg.value for arg in test.args if arg.keyword is None and not arg.star]
+    if name in ("torch.is_tensor", "is_tensor") and len(args) == 1:
+        tested = args[0]
+    elif name == "isinstance" and len(args) == 2 and (dotted(args[1]) or "").split(".")[-1] == "Tensor":
+        tested = args[0]
+    else:
+        return None
+    return tested if type(tested) in (cst.Name, cst.Attribute) else None
 
 
 def _none_side(test: cst.BaseExpression, label: bool) -> cst.BaseExpression | None:
