@@ -407,6 +407,11 @@ class _CallEvaluator:
         qualified = self.qualify(func)
         if qualified:
             return self.qualified_call(qualified)
+        if method in INPLACE_CUTS or method in CUTTING_METHODS:
+            # `memory.detach()` of a module of this file that defines `detach` runs that method.
+            found = self.file_method(func)
+            if found is not None:
+                return self.inline_or_unknown(found[1], found[0], owner)
         if method in INPLACE_CUTS:
             self.inplace_cut(owner)
             if method == "requires_grad_" and not (self.call.args and is_false(self.call.args[0].value)):
