@@ -626,7 +626,7 @@ class Interpreter:
                         # (An `if` without `else` reaches its JOIN as arm 1 when the test fails.)
                         taken = label if label in (True, False) else (False if label == (ARM, 1) else None)
                         if taken is not None:
-                            edge_out = self._none_on_edge(frame, node.stmt.test, taken, edge_out)
+                            edge_out = self._narrow_on_edge(frame, node.stmt.test, taken, edge_out)
                     if type(label) is tuple and label[0] == ARM:
                         join = cfg.nodes[succ]
                         if self._never_skipped(frame, join, label[1]):
@@ -656,7 +656,7 @@ class Interpreter:
             self.frames.pop()
         return states
 
-    def _none_on_edge(self, frame: Frame, test: cst.BaseExpression, label: bool, state: State) -> State:
+    def _narrow_on_edge(self, frame: Frame, test: cst.BaseExpression, label: bool, state: State) -> State:
         """On the branch of ``if h is not None:`` (or ``if h is None:``) where ``h`` is
         None, ``h`` holds no graph: the path that skips ``h = h.detach()`` carries none.
         Likewise where ``isinstance(v, torch.Tensor)`` fails: ``v`` is no tensor (a meter
@@ -1465,8 +1465,9 @@ class _StmtContext:
         value = EMPTY
         for branch, taken in ((expr.body, True), (expr.orelse, False)):
             narrowed = _none_side(expr.test, taken) or _not_a_tensor_side(expr.test, taken)
+            narrowed_path = self.interp.path(self.frame, narrowed) if narrowed is not None else None
             part = self.eval(branch)
-            if narrowed is not None and self.interp.path(self.frame, branch) == self.interp.path(self.frame, narrowed):
+            if narrowed_path is not None and self.interp.path(self.frame, branch) == narrowed_path:
                 part = EMPTY
             value = value | part
         return value
