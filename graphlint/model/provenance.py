@@ -933,7 +933,11 @@ class _StmtContext:
         elif type(stmt) is cst.AugAssign:
             self.augmented(stmt)
         elif type(stmt) is cst.Expr:
-            self.eval(stmt.value)
+            added = _added_in_place(stmt.value)
+            if added is not None and self.interp.path(self.frame, stmt.value.func.value) is not None:
+                self.add_in_place(stmt.value.func.value, added)  # `total.add_(loss)`
+            else:
+                self.eval(stmt.value)
         elif type(stmt) is cst.Return:
             if stmt.value is not None:
                 elements = _tuple_elements(stmt.value) or _concatenated_elements(stmt.value)
@@ -1237,22 +1241,26 @@ class _StmtContext:
         return False
 
     def augmented(self, stmt: cst.AugAssign) -> None:
-        added = self.eval(stmt.value)
-        old = self.eval(stmt.target)
+        self.add_in_place(stmt.target, stmt.value)
+
+    def add_in_place(self, target: cst.BaseExpression, operand: cst.BaseExpression) -> None:
+        """``target += operand``, or the statement ``target.add_(operand)``."""
+        added = self.eval(operand)
+        old = self.eval(target)
         value = self.materialise(old | added)
-        if type(stmt.target) is cst.Subscript and self._is_param_group(stmt.target.value):
-            self._subscript_write(stmt.target, value)
+        if type(target) is cst.Subscript and self._is_param_group(target.value):
+            self._subscript_write(target, value)
         else:
             # `total += criterion(model(x), y)`: the node this very statement builds is added too.
             built = {(self.site.id, 0)} if NEW in added and value and self.site is not None else set()
-            self._accumulation(stmt.target, (added - {NEW}) | built, value)
-        path = self.interp.path(self.frame, stmt.target)
+            self._accumulation(target, (added - {NEW}) | built, value)
+        path = self.interp.path(self.frame, target)
         if path is not None:
             fresh = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
             self.state.set(path, value)
             self.state.fresh.update(fresh)  # `acc += x` does not re-create acc
-        elif type(stmt.target) is cst.Subscript:
-            base = self.interp.path(self.frame, stmt.target.value)
+        elif type(target) is cst.Subscript:
+            base = self.interp.path(self.frame, target.value)
             if base is not None:
                 self.state.add(base, value)
 
@@ -1763,6 +1771,15 @@ def _assignments(statements) -> list[cst.Assign]:
 
 def _assigned_paths(assign: cst.Assign) -> set[str]:
     return {dotted(target.target) for target in assign.targets} - {None}
+
+
+def _added_in_place(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``y`` of the call ``x.add_(y)`` (one positional argument, no ``alpha``)."""
+    if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute or expr.func.attr.value != "add_":
+        return None
+    if len(expr.args) != 1 or expr.args[0].keyword is not None or expr.args[0].star:
+        return None
+    return expr.args[0].value
 
 
 def _sets_requires_grad(stmt: cst.Assign) -> bool:
