@@ -933,11 +933,14 @@ class _StmtContext:
         elif type(stmt) is cst.AugAssign:
             self.augmented(stmt)
         elif type(stmt) is cst.Expr:
-            added = _added_in_place(stmt.value)
-            if added is not None and self.interp.path(self.frame, stmt.value.func.value) is not None:
-                self.add_in_place(stmt.value.func.value, added)  # `total.add_(loss)`
-            else:
+            method, operand = _written_in_place(stmt.value)
+            target = stmt.value.func.value if operand is not None else None
+            if target is None or self.interp.path(self.frame, target) is None:
                 self.eval(stmt.value)
+            elif method == "add_":
+                self.add_in_place(target, operand)  # `total.add_(loss)`: `total += loss`
+            else:
+                self.assign(target, self.materialise(self.eval(operand)))  # `buf.copy_(v)`: `buf = v`
         elif type(stmt) is cst.Return:
             if stmt.value is not None:
                 elements = _tuple_elements(stmt.value) or _concatenated_elements(stmt.value)
@@ -1773,13 +1776,15 @@ def _assigned_paths(assign: cst.Assign) -> set[str]:
     return {dotted(target.target) for target in assign.targets} - {None}
 
 
-def _added_in_place(expr: cst.BaseExpression) -> cst.BaseExpression | None:
-    """``y`` of the call ``x.add_(y)`` (one positional argument, no ``alpha``)."""
-    if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute or expr.func.attr.value != "add_":
-        return None
-    if len(expr.args) != 1 or expr.args[0].keyword is not None or expr.args[0].star:
-        return None
-    return expr.args[0].value
+def _written_in_place(expr: cst.BaseExpression) -> tuple[str | None, cst.BaseExpression | None]:
+    """(method, ``y``) of the call ``x.add_(y)`` or ``x.copy_(y)`` (one positional
+    argument, no ``alpha``): a tensor made before the loop takes ``y``'s graph in place."""
+    if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:
+        return None, None
+    method = expr.func.attr.value
+    if method not in ("add_", "copy_") or len(expr.args) != 1 or expr.args[0].keyword is not None or expr.args[0].star:
+        return None, None
+    return method, expr.args[0].value
 
 
 def _sets_requires_grad(stmt: cst.Assign) -> bool:
