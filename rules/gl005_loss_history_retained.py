@@ -96,7 +96,8 @@ def _retained_over_enclosing_loop(model, acc, graph) -> bool:
         return False
     if any(_shared_by_several_values(model.sites[o[0]]) for o in graph):
         return False
-    return not _bounded_by_reset(model.facts, acc, enclosing[-1])
+    # (Any reset in the enclosing loop bounds a value summed over an inner loop.)
+    return not _bounded_by_reset(model.facts, acc, enclosing[-1], unpacked=True)
 
 
 def _shared_by_several_values(site) -> bool:
@@ -107,19 +108,20 @@ def _shared_by_several_values(site) -> bool:
     return type(site.stmt) is cst.Return and type(site.stmt.value) is cst.Tuple
 
 
-def _bounded_by_reset(facts, acc, accumulating_loop=None, unpacked: bool = True) -> bool:
+def _bounded_by_reset(facts, acc, accumulating_loop=None, *, unpacked: bool) -> bool:
     """Whether a re-assignment of the accumulator (or of its dict or object) bounds it.
 
     A reset in the accumulating loop bounds it when it runs every iteration, or
     when the loop's optimizer step runs under a test too (the sum of one
     accumulated step's micro-batches) or is not in sight (a hand-written update
     may close the window); a log window over steps taken every iteration bounds
-    nothing, unless the value is one part of a call's tuple (``loss, acc =
-    model(x)``: the analysis cannot tell the graph-free metric from the loss). A reset by an enclosing loop whose own iterations run the optimizer
-    step while the accumulating loop runs none bounds it too: the list holds
-    one step's micro-batches, not a history. An epoch loop whose steps run in a
-    nested batch loop does not bound a validation sum it re-creates
-    (``total = 0.0`` in a helper it calls).
+    nothing, unless the value is ``unpacked``, one part of a call's tuple
+    (``loss, acc = model(x)``: the analysis cannot tell the graph-free metric
+    from the loss). A reset by an enclosing loop whose own iterations run the
+    optimizer step while the accumulating loop runs none bounds it too: the
+    list holds one step's micro-batches, not a history. An epoch loop whose
+    steps run in a nested batch loop does not bound a validation sum it
+    re-creates (``total = 0.0`` in a helper it calls).
     """
     accumulating = acc.loop if accumulating_loop is None else accumulating_loop
     roots = _path_and_roots(acc.path)

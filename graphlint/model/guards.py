@@ -43,19 +43,48 @@ def plain_assignments(stmt) -> tuple:
 
 def null_test(test: cst.BaseExpression):
     """(name, negated) for `name is None` (False) / `name is not None` (True)."""
-    if (
-        type(test) is cst.Comparison
-        and len(test.comparisons) == 1
-        and type(test.left) is cst.Name
-        and type(test.comparisons[0].comparator) is cst.Name
-        and test.comparisons[0].comparator.value == "None"
-    ):
-        operator = test.comparisons[0].operator
-        if type(operator) is cst.Is:
-            return test.left.value, False
-        if type(operator) is cst.IsNot:
-            return test.left.value, True
+    for negated in (False, True):
+        tested = none_side(test, not negated)
+        if type(tested) is cst.Name:
+            return tested.value, negated
     return None
+
+
+def not_a_tensor_side(test: cst.BaseExpression, label: bool) -> cst.BaseExpression | None:
+    """The value tested by ``isinstance(v, torch.Tensor)`` / ``torch.is_tensor(v)`` (or
+    their negation) when the branch ``label`` is the one where it is no tensor."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return not_a_tensor_side(test.expression, not label)
+    if label or type(test) is not cst.Call:
+        return None
+    name = dotted(test.func) or ""
+    args = [arg.value for arg in test.args if arg.keyword is None and not arg.star]
+    if name in ("torch.is_tensor", "is_tensor") and len(args) == 1:
+        tested = args[0]
+    elif name == "isinstance" and len(args) == 2 and (dotted(args[1]) or "").split(".")[-1] == "Tensor":
+        tested = args[0]
+    else:
+        return None
+    return tested if type(tested) in (cst.Name, cst.Attribute) else None
+
+
+def none_side(test: cst.BaseExpression, label: bool) -> cst.BaseExpression | None:
+    """The expression tested against None when the branch ``label`` of ``test`` is the
+    one where it is None (``h is None`` taken, ``h is not None`` not taken)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    comparison = test.comparisons[0]
+    if not (type(comparison.comparator) is cst.Name and comparison.comparator.value == "None"):
+        return None
+    operator = type(comparison.operator)
+    if (operator is cst.Is and label) or (operator is cst.IsNot and not label):
+        return test.left if type(test.left) in (cst.Name, cst.Attribute) else None
+    return None
+
+
+def no_graph_side(test: cst.BaseExpression, label: bool) -> cst.BaseExpression | None:
+    """The value the branch ``label`` of ``test`` knows to hold no graph: None there, or no tensor."""
+    return none_side(test, label) or not_a_tensor_side(test, label)
 
 
 # Where reading a name can neither change its value nor let anything else change

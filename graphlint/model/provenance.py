@@ -37,7 +37,7 @@ from graphlint.model.names import (
     positional,
 )
 from graphlint.model.program import ACCELERATOR, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope, sub_blocks
-from graphlint.model.guards import null_test
+from graphlint.model.guards import no_graph_side, none_side
 from graphlint.model.statements import read_names
 
 # Objects that hold or step parameters but are never tensors themselves.
@@ -661,7 +661,7 @@ class Interpreter:
         None, ``h`` holds no graph: the path that skips ``h = h.detach()`` carries none.
         Likewise where ``isinstance(v, torch.Tensor)`` fails: ``v`` is no tensor (a meter
         that cuts tensors with ``.item()`` and adds anything else)."""
-        tested = _none_side(test, label) or _not_a_tensor_side(test, label)
+        tested = no_graph_side(test, label)
         path = self.path(frame, tested) if tested is not None else None
         if path is None or not state.get(path):
             return state
@@ -1475,7 +1475,7 @@ class _StmtContext:
         self.eval(expr.test)
         value = EMPTY
         for branch, taken in ((expr.body, True), (expr.orelse, False)):
-            narrowed = _none_side(expr.test, taken) or _not_a_tensor_side(expr.test, taken)
+            narrowed = no_graph_side(expr.test, taken)
             narrowed_path = self.interp.path(self.frame, narrowed) if narrowed is not None else None
             part = self.eval(branch)
             if narrowed_path is not None and self.interp.path(self.frame, branch) == narrowed_path:
@@ -1702,10 +1702,11 @@ def _update_past_sentinel(value: cst.BaseExpression, target: cst.BaseExpression)
     iteration but the first (the value itself when it is no such choice)."""
     if type(value) is not cst.IfExp or type(target) is not cst.Name:
         return value
-    tested = null_test(value.test)
-    if tested is None or tested[0] != target.value:
-        return value
-    return value.body if tested[1] else value.orelse
+    if dotted(none_side(value.test, True)) == target.value:
+        return value.orelse  # `loss if acc is None else ...`
+    if dotted(none_side(value.test, False)) == target.value:
+        return value.body  # `... if acc is not None else loss`
+    return value
 
 
 def _sentinel_initialisations(body) -> list[cst.Assign]:
@@ -1720,7 +1721,7 @@ def _sentinel_initialisations(body) -> list[cst.Assign]:
             if type(stmt) in (cst.FunctionDef, cst.ClassDef) or not isinstance(stmt, cst.BaseCompoundStatement):
                 continue
             blocks.extend(list(inner) for inner in sub_blocks(stmt))
-            tested = _none_side(stmt.test, True) if type(stmt) is cst.If else None
+            tested = none_side(stmt.test, True) if type(stmt) is cst.If else None
             if tested is None:
                 continue
             tested = dotted(tested)
@@ -1728,38 +1729,6 @@ def _sentinel_initialisations(body) -> list[cst.Assign]:
             if any(tested in _assigned_paths(a) for a in once + _assignments(block[index + 1 :])):
                 found.extend(once)
     return found
-
-
-def _not_a_tensor_side(test: cst.BaseExpression, label: bool) -> cst.BaseExpression | None:
-    """The value tested by ``isinstance(v, torch.Tensor)`` / ``torch.is_tensor(v)`` (or
-    their negation) when the branch ``label`` is the one where it is no tensor."""
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        return _not_a_tensor_side(test.expression, not label)
-    if label or type(test) is not cst.Call:
-        return None
-    name = dotted(test.func) or ""
-    args = [arg.value for arg in test.args if arg.keyword is None and not arg.star]
-    if name in ("torch.is_tensor", "is_tensor") and len(args) == 1:
-        tested = args[0]
-    elif name == "isinstance" and len(args) == 2 and (dotted(args[1]) or "").split(".")[-1] == "Tensor":
-        tested = args[0]
-    else:
-        return None
-    return tested if type(tested) in (cst.Name, cst.Attribute) else None
-
-
-def _none_side(test: cst.BaseExpression, label: bool) -> cst.BaseExpression | None:
-    """The expression tested against None when the branch ``label`` of ``test`` is the
-    one where it is None (``h is None`` taken, ``h is not None`` not taken)."""
-    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
-        return None
-    comparison = test.comparisons[0]
-    if not (type(comparison.comparator) is cst.Name and comparison.comparator.value == "None"):
-        return None
-    operator = type(comparison.operator)
-    if (operator is cst.Is and label) or (operator is cst.IsNot and not label):
-        return test.left if type(test.left) in (cst.Name, cst.Attribute) else None
-    return None
 
 
 def _assignments(statements) -> list[cst.Assign]:
