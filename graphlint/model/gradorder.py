@@ -1174,8 +1174,7 @@ class OrderAnalysis:
         for index, event in enumerate(node.events):
             kind = event.kind
             if kind == "B" and (node.id, index) in owned:
-                if must is not None:
-                    must = must | {event.call}
+                must = (must or frozenset()) | {event.call}
                 fresh = fresh | {event.call}
             elif kind in ("S", "SC") and event.target == optimizer:
                 if record == "b" and kind == "S":
