@@ -892,6 +892,7 @@ class OrderAnalysis:
         exit_steps = self._exit_steps(optimizer, owned)
         # Only gradients held back (accumulated) can be abandoned.
         abandons = self._abandon_edges(optimizer) if skips or exit_steps else set()
+        abandons |= self._window_exits(skips, exit_steps)
         # key: (node, counter residues, tainted, in a loop entered but not yet iterated)
         states: dict[tuple, tuple] = {(self.entry, start, False, False): initial}
         work = [(self.entry, start, False, False)]
@@ -1050,6 +1051,19 @@ class OrderAnalysis:
         tests = [node.id for node in self.graph.nodes if node.test is not None and node.id not in self.guards]
         reaching = self._nodes_reaching_step(optimizer)  # one walk for every test
         return self._edges_skipping_step(tests, lambda succ, guard: succ in reaching)
+
+    def _window_exits(self, skips: set, exit_steps: set[int]) -> set[tuple[int, object]]:
+        """Exits of the loops in which a periodic guard holds gradients back, when no step
+        follows the loop: the last window of the loop may be partial, and dropping it (the
+        next zero_grad, at the start of the next epoch) is a convention, as `drop_last` is."""
+        headers = {self.graph.nodes[guard].loop for guard, _ in skips} - {None} - exit_steps
+        return {
+            (node.id, label)
+            for node in self.graph.nodes
+            if node.loop_test and node.loop in headers
+            for _, label in node.succ
+            if label is False
+        }
 
     def _nodes_reaching_step(self, optimizer: str) -> set[int]:
         """The nodes from which a step of the optimizer is reachable without going around a loop."""
