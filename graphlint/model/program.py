@@ -554,7 +554,29 @@ class _KindCollector:
                 if definition is not None:
                     stack.append(definition)
             stack.extend(children(node))
+        if self.scope.cls is not None:
+            # `self.model = model; self.optimizer = AdamW(model.parameters())`: the
+            # other methods zero_grad and step it as `self.model`.
+            for model in [m for m in models if m in self.scope.locals]:
+                models |= self._attributes_holding(model)
         return models
+
+    def _attributes_holding(self, name: str) -> set[str]:
+        """The `self.<attr>` paths this method assigns the local ``name`` to."""
+        found = set()
+        stack = list(self.scope.body)
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind is cst.FunctionDef or kind is cst.ClassDef:
+                continue
+            if kind is cst.Assign and type(node.value) is cst.Name and node.value.value == name:
+                for target in node.targets:
+                    path = dotted(target.target)
+                    if path and path.startswith("self.") and path.count(".") == 1:
+                        found.add(path)
+            stack.extend(children(node))
+        return found
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
