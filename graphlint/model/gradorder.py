@@ -839,6 +839,10 @@ class OrderAnalysis:
         unknown_call = event.kind == "U"
         if target == optimizer:
             return MAYBE if unknown_call else YES
+        if related_paths(target, optimizer):
+            # An optimizer wrapping another (SAM's `self.base_optimizer`, built on its
+            # own param_groups): the wrapper's zero_grad may clear the inner one's.
+            return MAYBE
         models = self._models(optimizer)
         for model in models:
             if target == model or model.startswith(target + "."):
