@@ -31,6 +31,7 @@ from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, ITER, WHILE, WITH, buil
 from graphlint.model.guards import (
     atoms,
     counter_binding,
+    counter_reaches,
     decide,
     deciding_tests,
     flag_roots,
@@ -992,6 +993,15 @@ class OrderAnalysis:
             left = self._evaluate(test.left, residue, unknown)
             right = self._evaluate(test.right, residue, unknown)
             if type(test.operator) is cst.Or:
+                # `periodic or step == len(loader) - 1`: the flush of the last window
+                # is one iteration, after which the loop ends; every other iteration
+                # the periodic part alone decides (so a zero_grad each iteration still
+                # wipes the held-back gradients).
+                counters = {key[0] for key in self.keys}
+                if left is None and counter_reaches(test.left, counters):
+                    left = False
+                if right is None and counter_reaches(test.right, counters):
+                    right = False
                 if left is True or right is True:
                     return True
                 return False if left is False and right is False else None

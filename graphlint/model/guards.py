@@ -407,6 +407,26 @@ def _modulo(expr, code):
     return (name, code(expr.right)), offset
 
 
+def counter_reaches(test: cst.BaseExpression, counters) -> bool:
+    """`step == len(loader) - 1`, `(step + 1) == len(loader)`: one of ``counters`` (a
+    loop's counter, which only grows) equal to a bound, true on one iteration at most:
+    the flush of the last, partial accumulation window."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    if type(test.comparisons[0].operator) is not cst.Equal:
+        return False
+    for side in (test.left, test.comparisons[0].comparator):
+        if (
+            type(side) is cst.BinaryOperation
+            and type(side.operator) in (cst.Add, cst.Subtract)
+            and type(side.right) is cst.Integer
+        ):
+            side = side.left
+        if dotted(side) in counters:
+            return True
+    return False
+
+
 def atoms(test: cst.BaseExpression, code) -> list[Periodic]:
     """The periodic atoms of a test built with `and` / `or` / `not`."""
     if type(test) is cst.BooleanOperation:
