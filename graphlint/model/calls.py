@@ -646,6 +646,7 @@ class _CallEvaluator:
                 ctx.eval(arg.value)
         frame = interp._frame(scope, aliases, ctx.loop_keys, self.frame.depth + 1)
         frame.no_grad = ctx.no_grad
+        frame.called_every_iteration = bool(ctx.loop_keys) and ctx.runs_every_iteration()
         frame.local_defs.update(self.frame.local_defs)
         state: State = ctx.state
         for param, value in bound.items():

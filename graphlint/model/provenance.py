@@ -333,6 +333,8 @@ class Frame:
     current: int = 0  # the CFG node being evaluated
     # Called under `torch.no_grad()` (or from a helper that was): nothing it runs builds a graph.
     no_grad: bool = False
+    # The call that inlined this frame runs in every iteration of the caller's innermost loop.
+    called_every_iteration: bool = False
     # CFG node (or (header, True) on loop entry) -> env keys of this frame's locals
     # dead there (see Interpreter.dead_keys).
     dead: dict[object, frozenset] = field(default_factory=dict)
@@ -1294,11 +1296,15 @@ class _StmtContext:
     def runs_every_iteration(self) -> bool:
         """Whether this statement runs in every iteration of its innermost loop of this
         function: it lies in the loop's body, outside any ``if``, ``try`` or inner loop
-        (``with`` blocks aside)."""
+        (``with`` blocks aside). In a helper without loops of its own: it lies in the
+        helper's body, outside any block, and the helper's call runs in every iteration."""
         header = self.node.loop
-        if header is None:
+        if header is not None:
+            blocks = [self.frame.cfg.nodes[header].stmt.body.body]
+        elif self.frame.called_every_iteration and type(self.frame.scope.node) is cst.FunctionDef:
+            blocks = [self.frame.scope.node.body.body]
+        else:
             return False
-        blocks = [self.frame.cfg.nodes[header].stmt.body.body]
         while blocks:
             for line in blocks.pop():
                 if type(line) is cst.SimpleStatementLine and any(small is self.stmt for small in line.body):
