@@ -66,7 +66,7 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         if not graph:
             continue
         if acc.loop in facts.active_loops:
-            unpacked = any(_shared_by_several_values(model.sites[o[0]]) for o in graph)
+            unpacked = all(_shared_by_several_values(model.sites[o[0]]) for o in graph)
             if not acc.outlives_iteration or _bounded_by_reset(facts, acc, unpacked=unpacked):
                 continue
         elif not _retained_over_enclosing_loop(model, acc, graph):
