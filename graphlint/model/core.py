@@ -83,12 +83,18 @@ class ModuleModel:
         for `for epoch: for layer: for part: node = ...`, both the previous
         layer of this epoch and any layer of the previous epoch. A backward in
         the epoch loop cannot tell from it whether it meets its own graph or the
-        one it freed the epoch before.
+        one it freed the epoch before. When ``loop`` directly holds the site's
+        own loop (`for episode: for t: saved.append(policy(s))`), the label can
+        only mean an earlier iteration of ``loop``: that is known.
         """
         if origin[1] != OUTER or loop is None or origin[0] < 0:
             return False
         site = self.sites[origin[0]]
-        return loop in site.loops and loop not in site.innermost
+        if loop not in site.loops or loop in site.innermost:
+            return False
+        return not site.loop_chains or any(
+            loop in chain and len(chain) - chain.index(loop) > 2 for chain in site.loop_chains
+        )
 
     def function_at(self, line: int) -> libcst.CSTNode | None:
         """The innermost function of the file whose lines hold ``line`` (None: module level)."""

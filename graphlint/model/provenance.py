@@ -97,6 +97,8 @@ class Site:
     loops: set[tuple] = field(default_factory=set)
     # Keys of the innermost loops it executed in (where its ages turn over one by one).
     innermost: set[tuple] = field(default_factory=set)
+    # The loop keys around each of its executions, outermost first.
+    loop_chains: set[tuple] = field(default_factory=set)
     targets: set[str] = field(default_factory=set)
     leaf: bool = False
 
@@ -1115,6 +1117,7 @@ class _StmtContext:
         site.loops.update(self.loop_keys)
         if self.loop_keys:
             site.innermost.add(self.loop_keys[-1])
+            site.loop_chains.add(self.loop_keys)
         self.state.refresh(site.id)
         aged = frozenset(older(o) if o[0] == site.id else o for o in inputs)
         return aged | {(site.id, 0)}
