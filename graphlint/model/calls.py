@@ -314,6 +314,12 @@ class _CallEvaluator:
         call = self.call
         if qualified.startswith("torch."):
             name = last_part(qualified)
+            if name == "as_tensor":
+                # Given a tensor of its dtype and device, `as_tensor` returns that tensor
+                # itself, graph and all (`torch.as_tensor(loss)`); kept only for a value
+                # surely carrying one: it converts observations and lists far more often.
+                value = self.args_value()
+                return value if self.interp.strength(value) >= CERTAIN else EMPTY
             if is_torch_factory(qualified):
                 self.args_value()
                 if is_true(keyword(call, "requires_grad")):
