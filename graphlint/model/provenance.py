@@ -598,6 +598,11 @@ class Interpreter:
         try:
             while pending:
                 key = min(pending, key=lambda k: rank.get(k[0], 0))
+                if self.partitions:
+                    # Ties are one node under several partitions: ordered by their flags,
+                    # not by the set's (per-process, hash-seeded) order, so that which
+                    # path's mark a join keeps first (the backward a message names) never varies.
+                    key = min((k for k in pending if k[0] == key[0]), key=lambda k: sorted(k[1]))
                 pending.discard(key)
                 node_id, part = key
                 self._charge(len(states[key].env))
