@@ -134,6 +134,21 @@ class EventGraph:
         self._scopes_by_key = {scope.key: scope for scope in program.scopes.values()}
         # Per file: CFGs and call lists of scopes that are spliced in many times.
         self.cache = cache if cache is not None else {}
+        self.root: Scope | None = None  # the analysed scope, whose names the aliases resolve to
+
+    def kinds(self, scope: Scope, path: str | None, aliases) -> set[str]:
+        """What ``path`` of a spliced scope holds: its own kinds, and those of the caller's
+        object it stands for (a helper's `decoder_optimizer` parameter, stepped only, is the
+        `torch.optim.SGD` its caller built)."""
+        found = self.program.kinds(scope, path)
+        caller = self._caller_path(scope, path, aliases)
+        return found | self.program.kinds(self.root, caller) if caller else found
+
+    def _caller_path(self, scope: Scope, path: str | None, aliases) -> str | None:
+        """The analysed scope's path that a spliced scope's ``path`` stands for (None: a local)."""
+        if self.root is None or scope is self.root or not path or path.split(".")[0] not in aliases:
+            return None
+        return self.resolve_path(path, aliases)
 
     def _cfg(self, scope: Scope) -> CFG:
         key = ("cfg", id(scope.node))
@@ -416,7 +431,7 @@ class EventGraph:
     ):
         """Events and helper calls of one expression, in evaluation order."""
         program = self.program
-        kinds = lambda e: program.kinds(scope, dotted(e))
+        kinds = lambda e: self.kinds(scope, dotted(e), aliases)
 
         def qualify(e):
             name = dotted(e)
@@ -445,10 +460,14 @@ class EventGraph:
                     yield Event("SC", sub, target, scope, local, framework=framework)
                 else:
                     clears = self._step_clears(scope, local)
-                    models = frozenset(
+                    models = {
                         self.resolve_path(m, aliases)
                         for m in program.optimizer_models(scope, local or "")
-                    )
+                    }
+                    caller = self._caller_path(scope, local, aliases)
+                    if caller:
+                        models |= program.optimizer_models(self.root, caller)
+                    models = frozenset(models)
                     yield Event(
                         "S",
                         sub,
@@ -1290,6 +1309,7 @@ def analyse_order(program: Program, code, line=lambda node: 0, entry_points=None
         if entry_points is not None and scope.node not in entry_points:
             continue
         graph = EventGraph(program, cache)
+        graph.root = scope
         entry, _ = graph.expand(scope, {}, 0, None, False)
         if not any(e.kind in ("S", "SC") for n in graph.nodes for e in n.events):
             continue
