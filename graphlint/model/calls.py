@@ -126,7 +126,7 @@ class _CallEvaluator:
         for arg in self.call.args:
             value = ctx.eval_quiet(arg.value)
             for origin in value:
-                if origin[0] != ctx.site.id:
+                if origin[0] != ctx.site.id or origin in self.frame.passed_in:
                     continue
                 freed, traversed = state.freed.get(origin), state.traversed.get(origin)
                 if freed is None and traversed is None:
@@ -653,6 +653,7 @@ class _CallEvaluator:
         frame = interp._frame(scope, aliases, ctx.loop_keys, self.frame.depth + 1)
         frame.no_grad = ctx.no_grad
         frame.called_every_iteration = bool(ctx.loop_keys) and ctx.runs_every_iteration()
+        frame.passed_in = self.frame.passed_in.union(*(v for p, v in bound.items() if p not in aliases))
         frame.local_defs.update(self.frame.local_defs)
         state: State = ctx.state
         for param, value in bound.items():

@@ -337,6 +337,9 @@ class Frame:
     no_grad: bool = False
     # The call that inlined this frame runs in every iteration of the caller's innermost loop.
     called_every_iteration: bool = False
+    # Origins its calls handed in by value (`model((obs, (hx, cx)))`), and their callers':
+    # state passed in is the caller's to detach, reported at the call if anywhere.
+    passed_in: frozenset = EMPTY
     # CFG node (or (header, True) on loop entry) -> env keys of this frame's locals
     # dead there (see Interpreter.dead_keys).
     dead: dict[object, frozenset] = field(default_factory=dict)
