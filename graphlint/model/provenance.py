@@ -1451,10 +1451,13 @@ class _StmtContext:
         if _indices_of_a_reduction(expr):
             self.eval(expr.value)  # the reduction's own calls still run
             return EMPTY
-        single = True
+        # One plain index reads an element (`outs[i]`, `batch["x"]`); several, a slice or
+        # an Ellipsis (`q[..., 0]`, `q[:, 0]`, `x[i, j]`) index a tensor.
+        single = len(expr.slice) == 1
         for element in expr.slice:
             if type(element.slice) is cst.Index:
                 self.eval(element.slice.value)
+                single = single and type(element.slice.value) is not cst.Ellipsis
             else:
                 single = False
         value = self.eval(expr.value)
