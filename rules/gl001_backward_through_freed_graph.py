@@ -49,8 +49,9 @@ SUMMARY = "Backward through a graph that an earlier backward already freed."
 
 
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
-    # Origins that reach a backward through reported recurrent state are GL002's finding.
-    recurrent_sites = {o[0] for fact in reported_carries(model).values() for o in fact.carried_value}
+    # Origins that reach a backward through recurrent state are GL002's to report, or
+    # to leave alone when the loop cuts that state every few steps on purpose.
+    recurrent_sites = {o[0] for fact in reported_carries(model, deliberate=True).values() for o in fact.carried_value}
     roots_of = {}
     for backward in model.facts.backwards:
         roots_of.setdefault(backward.call, set()).update(backward.roots)

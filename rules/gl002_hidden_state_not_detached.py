@@ -72,14 +72,15 @@ def _how_carried(model: ModuleModel, fact) -> str:
     return f"walked again by the backward at line {model.line(walker)}, and by every later one"
 
 
-def reported_carries(model: ModuleModel) -> dict:
-    """The carried-state facts GL002 reports, one per consuming call (GL001 defers to these)."""
+def reported_carries(model: ModuleModel, *, deliberate: bool = False) -> dict:
+    """The carried-state facts GL002 reports, one per consuming call; with ``deliberate``,
+    also those it leaves as deliberate (GL001 defers to all of these)."""
     found: dict = {}
     loops_of = {}
     for backward in model.facts.backwards:
         loops_of.setdefault(backward.call, set()).add(backward.loop)
     for fact in model.facts.carried:
-        if fact.freed_by is None and _cut_somewhere(model, fact):
+        if not deliberate and fact.freed_by is None and _cut_somewhere(model, fact):
             # Only retained, and the loop does cut this state (every k steps): deliberate TBPTT.
             continue
         around = set(fact.loops or ((fact.loop,) if fact.loop else ()))

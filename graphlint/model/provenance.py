@@ -326,6 +326,8 @@ class Frame:
     returns: frozenset = EMPTY
     # Per-position values when every tuple returned has one length; False once they disagree.
     returned_elements: list | None | bool = None
+    # The last of returned_elements is a concatenation's rest (see _record_returned_elements).
+    returned_tail: bool = False
     # Some path returns a value that is not a tuple display, nor None (`return loss`):
     # a caller that unpacks took a tuple's path, one that does not may hold that value.
     returned_plain: bool = False
@@ -971,7 +973,7 @@ class _StmtContext:
                     # graph its caller trains through, not a history kept by mistake.
                     self.interp.facts.returned_sites.update(o[0] for o in value)
                 if values is not None:
-                    self._record_returned_elements(values)
+                    self._record_returned_elements(values, tail=_tuple_elements(stmt.value) is None)
                 elif not (type(stmt.value) is cst.Name and stmt.value.value == "None"):
                     self.frame.returned_plain = True
         elif type(stmt) is cst.Del:
@@ -1002,16 +1004,26 @@ class _StmtContext:
             return value - {NEW}
         return self.materialise(value)
 
-    def _record_returned_elements(self, values) -> None:
-        known = self.frame.returned_elements
+    def _record_returned_elements(self, values, tail: bool) -> None:
+        """Merge one return's parts into the frame's. ``tail``: the last part is a
+        concatenation's rest (`[loss] + new_mems`), any number of elements, so a
+        return of the head alone (`if new_mems is None: return [loss]`) agrees."""
+        frame = self.frame
+        known = frame.returned_elements
         if known is False:
             return
-        if known is not None and len(known) != len(values):
-            self.frame.returned_elements = False
-        elif known is None:
-            self.frame.returned_elements = list(values)
+        if known is None:
+            frame.returned_elements, frame.returned_tail = list(values), tail
+            return
+        longer, longer_tail, shorter = (known, frame.returned_tail, values) if len(known) > len(values) else (values, tail, known)
+        if len(known) == len(values):
+            frame.returned_elements = [a | b for a, b in zip(known, values)]
+            frame.returned_tail = frame.returned_tail or tail
+        elif longer_tail and len(shorter) == len(longer) - 1:
+            frame.returned_elements = [a | b for a, b in zip(shorter, longer)] + [longer[-1]]
+            frame.returned_tail = True
         else:
-            self.frame.returned_elements = [a | b for a, b in zip(known, values)]
+            frame.returned_elements = False
 
     def _unpack(self, target: cst.BaseExpression, value_expr: cst.BaseExpression) -> bool:
         """``a, b = x, y`` and ``a, b = helper()`` (returning a tuple): element by element."""
