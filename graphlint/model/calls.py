@@ -641,7 +641,12 @@ class _CallEvaluator:
                 expr = keyword_args[param]
             else:
                 continue
-            bound[param] = ctx.eval(expr)
+            if type(expr) is cst.Call and ctx.site is not None:
+                # `loss_fn(model(x))`: the forward's output is a node of its own, which
+                # the helper's parameter holds (a bare NEW mark would be dropped).
+                bound[param] = ctx.element_node(expr, only_new=True)
+            else:
+                bound[param] = ctx.eval(expr)
             path = self.interp.path(self.frame, expr) if type(expr) in (cst.Name, cst.Attribute) else None
             # A parameter the helper re-binds (`out, hidden = model(x, hidden)`) is a
             # local holding the argument's value; the others stand for the caller's object.

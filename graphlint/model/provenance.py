@@ -1037,7 +1037,7 @@ class _StmtContext:
                 # both would make backwarding one free the other, and the step of
                 # one network's optimizer modify the other's).
                 for item, element in zip(targets, elements):
-                    self.assign(item, self._element_node(element))
+                    self.assign(item, self.element_node(element))
                 return True
             values = [self.eval(e) for e in elements]
         elif type(value_expr) in (cst.Name, cst.Attribute):
@@ -1074,12 +1074,14 @@ class _StmtContext:
             self.assign(item, value)
         return True
 
-    def _element_node(self, element: cst.BaseExpression) -> frozenset:
-        """Evaluate one element of a tuple and store it as a node of its own (a site keyed by it)."""
+    def element_node(self, element: cst.BaseExpression, only_new: bool = False) -> frozenset:
+        """Evaluate one element of a tuple and store it as a node of its own (a site keyed by it).
+        ``only_new``: only when the element builds a node (else its value as it is)."""
         statement = (self.site, self.produced, self.callees)
         self.site, self.produced, self.callees = self.interp.site(element), 0, set()
         try:
-            return self.materialise(self.eval(element))
+            value = self.eval(element)
+            return value if only_new and NEW not in value else self.materialise(value)
         finally:
             site, produced, callees = statement
             self.site, self.produced, self.callees = site, max(produced, self.produced), callees | self.callees
@@ -1337,13 +1339,16 @@ class _StmtContext:
         return False
 
     def _check_rebinding_accumulation(self, stmt: cst.Assign, value: frozenset, fresh_before: dict) -> None:
-        """``acc = acc + x`` accumulates like ``acc += x``; so does ``d[k] = d.get(k, 0) + x``."""
+        """``acc = acc + x`` accumulates like ``acc += x``; so do ``d[k] = d.get(k, 0) + x`` and
+        a running mean, ``acc = (acc * i + x) / (i + 1)``."""
         if len(stmt.targets) != 1:
             return
         target = stmt.targets[0].target
         update = _update_past_sentinel(stmt.value, target)
         if type(update) is not cst.BinaryOperation:
             return
+        if type(update.operator) is cst.Divide and type(update.left) is cst.BinaryOperation and type(update.left.operator) is cst.Add:
+            update = update.left  # a running mean: `mloss = (mloss * i + loss_items) / (i + 1)`
         path = self.interp.path(self.frame, target)
         # `d[k] = d.get(k, 0) + x`: the key may be known (`k` bound from a dict
         # literal's keys) or computed at run time (no path of its own).
