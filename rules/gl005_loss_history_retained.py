@@ -59,8 +59,10 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         # forward or a backward (else nothing new is retained), no reset bounding it.
         if acc.site in facts.backwarded_sites:
             continue  # the accumulator is the objective (BPTT over time steps, REINFORCE)
-        if acc.site in facts.returned_sites:
-            continue  # outputs collected step by step and returned: the caller's objective
+        if acc.site in facts.returned_sites and acc.loop not in facts.step_loops:
+            # Outputs collected step by step and returned: the caller's objective. (Not
+            # when the loop steps an optimizer: a module's `fit` returning its loss sum.)
+            continue
         # A leaf (a parameter, an input given requires_grad) kept in a list holds no graph.
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True) and not model.sites[o[0]].leaf]
         if not graph:
