@@ -72,7 +72,7 @@ YES, MAYBE, NO = "yes", "maybe", "no"
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # "B", "S", "Z", "U" (unknown call that may clear), "SC" (self-contained step)
+    kind: str  # "B", "S", "Z", "U" (unknown call that may clear), "SC" (self-contained step), "W" (a rebuilt gradient)
     call: cst.CSTNode
     target: str | None = None  # optimizer path (S), owner path (Z/U)
     scope: Scope | None = None
@@ -116,11 +116,13 @@ class Violation:
 
 @dataclass(frozen=True)
 class _GradWrite:
-    """`p.grad = None` / `p.grad.zero_()` on the loop variable `name`."""
+    """`p.grad = None` / `p.grad.zero_()` on the loop variable `name`; with ``rebuilds``,
+    `p.grad = value`, a gradient the code computed itself (DP-SGD's noised average)."""
 
     node: cst.CSTNode
     name: str
     fors: tuple  # the `for` statements around it inside the analysed expression
+    rebuilds: bool = False
 
 
 class EventGraph:
@@ -446,7 +448,7 @@ class EventGraph:
         for sub in self.calls(expr, fors):
             if isinstance(sub, _GradWrite):
                 owner = self._grad_owner(sub, loop_fors + sub.fors, aliases)
-                yield Event("Z", sub.node, owner, scope, None, framework=framework)
+                yield Event("W" if sub.rebuilds else "Z", sub.node, owner, scope, None, framework=framework)
                 continue
             event = ev.recognise(sub, kinds, lambda e: False, qualify)
             if isinstance(event, ev.BackwardCall):
@@ -555,7 +557,7 @@ class EventGraph:
         if found is None:
             return False
         for sub in _calls_and_grad_writes(found[1].body):
-            if isinstance(sub, _GradWrite) or (
+            if (isinstance(sub, _GradWrite) and not sub.rebuilds) or (
                 type(sub.func) is cst.Attribute
                 and sub.func.attr.value in ("zero_grad", "zero_")
             ):
@@ -624,7 +626,7 @@ def _calls_and_grad_writes(root, fors: tuple = ()):
             for target in node.targets:
                 name = _grad_of(target.target)
                 if name and not selective:
-                    out.append(_GradWrite(target.target, name, fors))
+                    out.append(_GradWrite(target.target, name, fors, rebuilds=not _clearing_value(node.value)))
             return
         for child in children(node):
             visit(child, fors, selective)
@@ -644,6 +646,17 @@ def _calls_and_grad_writes(root, fors: tuple = ()):
     else:
         visit(root, fors, False)
     return out
+
+
+def _clearing_value(value: cst.BaseExpression) -> bool:
+    """`None` or zeros: what a `p.grad = ...` that clears assigns. A masked or rebuilt
+    gradient (`p.grad = p.grad * mask`, DP-SGD's `(summed + noise) / n`) is one the
+    step is meant to apply."""
+    if type(value) is cst.Name:
+        return value.value == "None"
+    if type(value) is cst.Call:
+        return (dotted(value.func) or "").rsplit(".", 1)[-1] in ("zeros_like", "zeros", "new_zeros")
+    return False
 
 
 def _selects_parameters(test: cst.BaseExpression, fors: tuple) -> bool:
@@ -1162,7 +1175,9 @@ class OrderAnalysis:
                     return True
                 if (event.kind == "B" and (node_id, index) in owned) or (
                     event.kind == "SC" and event.target == optimizer
-                ):
+                ) or event.kind == "W":
+                    # (A rebuilt gradient: the step applies what the code wrote, not
+                    # the backwards' accumulated sum.)
                     alive = False
                     break
             if alive:
