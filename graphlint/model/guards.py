@@ -410,7 +410,10 @@ def _modulo(expr, code):
 def counter_reaches(test: cst.BaseExpression, counters) -> bool:
     """`step == len(loader) - 1`, `(step + 1) == len(loader)`: one of ``counters`` (a
     loop's counter, which only grows) equal to a bound, true on one iteration at most:
-    the flush of the last, partial accumulation window."""
+    the flush of the last, partial accumulation window. A conjunction holds at most
+    when one of its parts does (`len(loader) <= k and (i + 1) == len(loader)`)."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return counter_reaches(test.left, counters) or counter_reaches(test.right, counters)
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return False
     if type(test.comparisons[0].operator) is not cst.Equal:
