@@ -80,6 +80,8 @@ class Event:
     clears: bool = False  # a step that clears gradients itself
     framework: bool = False  # inside `with accelerator.accumulate(...)`
     models: frozenset = frozenset()  # a step's optimizer's modules (resolved paths)
+    # A zero_grad's owner bound by `model = self.model` (or a DataParallel of it): that path.
+    bound_from: str | None = None
 
 
 @dataclass
@@ -443,7 +445,11 @@ class EventGraph:
 
         def clearing(kind: str, call, owner) -> Event:
             """A zero_grad ("Z"), or an unknown call that may clear the gradients of ``owner`` ("U")."""
-            return Event(kind, call, self.resolve(owner, aliases), scope, dotted(owner), framework=framework)
+            local = dotted(owner)
+            return Event(
+                kind, call, self.resolve(owner, aliases), scope, local, framework=framework,
+                bound_from=self._bound_from(scope, local, aliases),
+            )
 
         for sub in self.calls(expr, fors):
             if isinstance(sub, _GradWrite):
@@ -499,6 +505,19 @@ class EventGraph:
             for arg in sub.args:
                 if kinds(arg.value) & {OPTIMIZER, MODULE, FORWARD}:
                     yield clearing("U", sub, arg.value)
+
+    def _bound_from(self, scope: Scope, local: str | None, aliases) -> str | None:
+        """The object path a local model name was bound to: `model = self.model`,
+        `model = nn.DataParallel(net)` (one object, under another name)."""
+        if not local or "." in local or local not in scope.locals:
+            return None
+        value = self.program.first_assignment(scope, local)
+        if type(value) is cst.Call and value.args and (dotted(value.func) or "").endswith(
+            ("DataParallel", "DistributedDataParallel")
+        ):
+            value = value.args[0].value
+        source = dotted(value) if type(value) in (cst.Name, cst.Attribute) else None
+        return self.resolve_path(source, aliases) if source and source != local else None
 
     def _may_clear_arguments(self, func, scope: Scope, qualify) -> bool:
         """Whether an unknown call could clear the gradients of the optimizer or model it receives."""
@@ -877,6 +896,8 @@ class OrderAnalysis:
             # own param_groups): the wrapper's zero_grad may clear the inner one's.
             return MAYBE
         models = self._models(optimizer)
+        if event.bound_from and any(related_paths(event.bound_from, model) for model in models):
+            return MAYBE  # `model = self.model; model.zero_grad()`: the same object, as far as seen
         for model in models:
             if target == model or model.startswith(target + "."):
                 return MAYBE if unknown_call else YES
