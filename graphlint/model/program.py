@@ -421,6 +421,13 @@ class _KindCollector:
             if type(target) is cst.Tuple and len(target.elements) == 2:
                 self._param_group_target(target.elements[1].value, iterable)
             return
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "zip":
+            # `for group, base_lr in zip(optimizer.param_groups, self.base_lrs)`
+            target = node.target
+            if type(target) is cst.Tuple and len(target.elements) == len(iterable.args):
+                for element, arg in zip(target.elements, iterable.args):
+                    self._param_group_target(element.value, arg.value)
+            return
         self._param_group_target(node.target, iterable)
 
     def _param_group_target(self, target, iterable) -> None:
