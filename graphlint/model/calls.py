@@ -479,6 +479,9 @@ class _CallEvaluator:
             method in CONTAINER_ADDS and (CONTAINER in kinds or self.ctx._is_param_group(owner))
         ):
             added = self.args_value()
+            if method == "setdefault" and self.call.args:
+                # `d.setdefault(key, [])` stores its default under the key, not the key.
+                added = ctx.eval_quiet(self.call.args[1].value) if len(self.call.args) > 1 else EMPTY
             self.container_add(owner, added, method)
             return EMPTY
         if method in _CONTAINER_READS:
@@ -537,6 +540,8 @@ class _CallEvaluator:
             self.ctx._cut(container)
 
     def container_add(self, owner: cst.BaseExpression, added: frozenset, method: str) -> None:
+        if type(owner) is cst.Call and type(owner.func) is cst.Attribute and owner.func.attr.value == "setdefault":
+            owner = owner.func.value  # `history.setdefault(k, []).append(v)` adds to history
         path = self.interp.path(self.frame, owner)
         if path is None and type(owner) is cst.Subscript:
             path = self.interp.path(self.frame, owner.value)
