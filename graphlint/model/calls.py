@@ -197,7 +197,9 @@ class _CallEvaluator:
         interp.facts.backwarded_sites.update(o[0] for o in value)
         # One element of a container stands for all of them here; backwarding it
         # frees only that element's graph, which this analysis cannot single out.
-        frees = not event.retain and ELEMENT not in value
+        # Nor can it single out what `loss.backward(inputs=head_params)` runs: only
+        # the nodes on the way to those inputs (an online probe leaves the backbone's).
+        frees = not event.retain and ELEMENT not in value and not (event.writes_grad and event.inputs is not None)
         # `autograd.grad(..., create_graph=True)` extends the graph on purpose (MAML's
         # fast weights, unrolled inner solvers): carrying its result is not retention.
         # A literal `create_graph=False` (the default, spelled out) builds nothing.
