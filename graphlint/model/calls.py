@@ -531,6 +531,10 @@ class _CallEvaluator:
         return self.program.method(cls, func.attr.value) if cls is not None else None
 
     def inplace_cut(self, owner: cst.BaseExpression) -> None:
+        if type(owner) is cst.Subscript:
+            # `hidden[0].detach_(); hidden[1].detach_()`: the state is one value here, and
+            # its elements are cut one by one (cutting one alone leaves a graph unseen).
+            owner = owner.value
         path = self.interp.path(self.frame, owner)
         if path is None:
             return
