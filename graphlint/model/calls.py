@@ -282,6 +282,9 @@ class _CallEvaluator:
             if name in CUTTING_BUILTINS:
                 self.args_value()
                 return EMPTY
+            if name == "map" and self.call.args and _cutting_lambda(self.call.args[0].value):
+                self.args_value()  # `map(lambda t: t.detach(), hidden)`
+                return EMPTY
             if name in PASSING_BUILTINS:
                 return self.args_value()
             qualified = self.qualify(func)
@@ -754,6 +757,21 @@ def _built_by(sites, state, models: set[str]) -> set:
             if not value.isdisjoint(sure):
                 sure |= value & unsure
     return sure
+
+
+def _cutting_lambda(func: cst.BaseExpression) -> bool:
+    """`lambda t: t.detach()` (or `.data`, `.item()`, ...): a function returning its
+    argument cut off its graph."""
+    if type(func) is not cst.Lambda or len(func.params.params) != 1:
+        return False
+    body, name = func.body, func.params.params[0].name.value
+    if type(body) is cst.Call and type(body.func) is cst.Attribute:
+        receiver, cut = body.func.value, body.func.attr.value in CUTTING_METHODS
+    elif type(body) is cst.Attribute:
+        receiver, cut = body.value, body.attr.value in CUTTING_ATTRIBUTES
+    else:
+        return False
+    return cut and type(receiver) is cst.Name and receiver.value == name
 
 
 def _takes_no_input(func: cst.FunctionDef) -> bool:
