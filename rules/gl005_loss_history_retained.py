@@ -65,7 +65,7 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             continue
         # A leaf (a parameter, an input given requires_grad) kept in a list holds no graph.
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True) and not model.sites[o[0]].leaf]
-        if not graph:
+        if not graph or _sibling_of_the_backwarded_part(model, acc):
             continue
         if acc.loop in facts.active_loops:
             unpacked = all(_shared_by_several_values(model.sites[o[0]]) for o in graph)
@@ -100,6 +100,32 @@ def _retained_over_enclosing_loop(model, acc, graph) -> bool:
         return False
     # (Any reset in the enclosing loop bounds a value summed over an inner loop.)
     return not _bounded_by_reset(model.facts, acc, enclosing[-1], unpacked=True)
+
+
+def _sibling_of_the_backwarded_part(model, acc) -> bool:
+    """``loss, sample_size, log = criterion(model, sample); loss.backward(); n += sample_size``:
+    a part unpacked from one call beside the part the code backwards.
+
+    An unknown callee gives every part the call's node (and its inputs' graphs), so a
+    count or a detached metric (YOLO's ``loss_items``) looks like the loss. The backward
+    says which part is the loss. When every node the sibling may hold is one that
+    backward walked and freed, the sibling keeps no graph of its own, at most the freed
+    skeleton, and is far more often a number. (After ``retain_graph=True`` the graph
+    stays whole, and a sibling kept in a history keeps all of it: reported.)
+    """
+    facts = model.facts
+    freed_from = facts.freeing_backward_paths
+    if not acc.sources or acc.sources & freed_from:
+        return False
+    graph_sites = {o[0] for o in acc.added if o[0] >= 0 and model.origin_is_graph(o)}
+    if not graph_sites or not graph_sites <= facts.backwarded_sites:
+        return False
+    if any(type(model.sites[s].stmt) is cst.Return for s in graph_sites):
+        return False  # a callee of this file, followed: its parts are known apart
+    return any(
+        len(site.targets) > 1 and site.targets & freed_from and acc.sources <= site.targets
+        for site in (model.sites[s] for s in graph_sites)
+    )
 
 
 def _shared_by_several_values(site) -> bool:

@@ -28,8 +28,6 @@ KNOWN_GAPS = {
     "clean/gl001_bracket_alias_of_a_loss_recomputed_each_iteration.py": "false positive: the loss computed "
         "before the loop joins, at the loop header, the later iterations' states where an alias keeps the freed "
         "graph referenced; peeling every loop's first iteration fixes it but broke flag correlation elsewhere",
-    "clean/gl005_criterion_tuple_sample_size.py": "false positive: the int sample size unpacked from the criterion's "
-        "tuple shares the backwarded loss's site",
 }
 
 

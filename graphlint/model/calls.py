@@ -189,7 +189,7 @@ class _CallEvaluator:
             interp.facts.backwards.append(
                 ev.Backward(
                     self.call, event.spelling, value, event.retain, event.writes_grad,
-                    freed_hits, stepped_hits, ctx.loop, self._roots(event.target, value),
+                    freed_hits, stepped_hits, ctx.loop, self._roots(event.target, value, event.retain),
                 )
             )
             for loop in ctx.loop_keys:
@@ -213,7 +213,9 @@ class _CallEvaluator:
                 state.freed.setdefault(origin, self.call)
         return graph if differentiable else EMPTY
 
-    def _roots(self, target: cst.BaseExpression, value: frozenset) -> frozenset:
+    def _roots(self, target: cst.BaseExpression, value: frozenset, retain: bool) -> frozenset:
+        if not retain:
+            self.interp.facts.freeing_backward_paths.update(self.ctx.read_paths(target))
         paths = set()
         stack = [target]
         while stack:
@@ -569,7 +571,7 @@ class _CallEvaluator:
         stored = self.ctx.collected([arg.value for arg in self.call.args], added)
         if stored:
             self.ctx.state.add(path, stored)
-        self.ctx._accumulation(owner, (added - {NEW}) or stored, stored)
+        self.ctx._accumulation(owner, (added - {NEW}) or stored, stored, self.call.args[0].value if self.call.args else None)
 
     # ----- helpers of this module -----
     def inline_or_unknown(self, func: cst.FunctionDef, cls, owner) -> frozenset:

@@ -151,6 +151,7 @@ class Accumulation:
     kind: str = "add"  # add | append
     loops: tuple = ()  # every enclosing loop key, outermost first (``loop`` is the last)
     outlived: tuple = ()  # the keys of ``loops`` whose iterations the accumulator outlives
+    sources: frozenset = frozenset()  # the variables the added value was read from
 
 
 @dataclass

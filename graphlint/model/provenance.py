@@ -360,6 +360,8 @@ class Facts:
         # loop key -> True when a forward or backward runs in that loop
         self.active_loops: set[tuple] = set()
         self.backwarded_sites: set[int] = set()
+        # Variables a backward that frees its graph was called on (`loss` in `loss.backward()`).
+        self.freeing_backward_paths: set[str] = set()
         # Sites whose values a module's method returns (outputs collected step by step).
         self.returned_sites: set[int] = set()
         # loop key -> paths re-assigned (not from themselves) somewhere in that loop
@@ -1283,7 +1285,7 @@ class _StmtContext:
         else:
             # `total += criterion(model(x), y)`: the node this very statement builds is added too.
             built = {(self.site.id, 0)} if NEW in added and value and self.site is not None else set()
-            self._accumulation(target, (added - {NEW}) | built, value)
+            self._accumulation(target, (added - {NEW}) | built, value, operand)
         path = self.interp.path(self.frame, target)
         if path is not None:
             fresh = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
@@ -1362,7 +1364,7 @@ class _StmtContext:
         added = self.eval_quiet(others[0])
         # The accumulator was re-bound by this very statement: undo its freshness.
         self.state.fresh.update(fresh_before)
-        self._accumulation(target, added, value)
+        self._accumulation(target, added, value, others[0])
 
     def _reads_accumulator(self, operand, path: str | None, container: str | None) -> bool:
         """Whether ``operand`` reads the accumulator: ``acc``, or for ``d[k]``: ``d[k]`` / ``d.get(k, 0)``;
@@ -1381,7 +1383,24 @@ class _StmtContext:
             return self.interp.path(self.frame, operand.func.value) == container
         return False
 
-    def _accumulation(self, target, added: frozenset, stored: frozenset) -> None:
+    def read_paths(self, expr: cst.BaseExpression | None) -> frozenset[str]:
+        """The variables (names, attributes, items) an expression reads, outermost only."""
+        paths = set()
+        stack = [expr] if expr is not None else []
+        while stack:
+            node = stack.pop()
+            path = self.interp.path(self.frame, node) if type(node) in (cst.Name, cst.Attribute, cst.Subscript) else None
+            if path is not None:
+                paths.add(path)
+                continue
+            for child in children(node):
+                if type(child) is cst.Arg:
+                    stack.append(child.value)  # `scaler.scale(loss)` reads loss
+                elif isinstance(child, cst.BaseExpression):
+                    stack.append(child)
+        return frozenset(paths)
+
+    def _accumulation(self, target, added: frozenset, stored: frozenset, operand=None) -> None:
         if not self.interp.recording or self.loop is None:
             return
         path = self.interp.path(self.frame, target)
@@ -1403,7 +1422,7 @@ class _StmtContext:
             ev.Accumulation(
                 self.stmt, target, path, added, self.site.id if self.site else -1,
                 self.loop, self.loop in outlived, self.no_grad, loops=tuple(self.loop_keys),
-                outlived=tuple(outlived),
+                outlived=tuple(outlived), sources=self.read_paths(operand),
             )
         )
 
