@@ -910,10 +910,24 @@ class OrderAnalysis:
             # Another optimizer; one that steps some of the same models (infoGAN's
             # optimizer over chain(G, D) beside G's and D's own) clears part of these.
             shared = any(related_paths(mine, theirs) for mine in models for theirs in self._models(target))
-            return MAYBE if shared else NO
+            wrapped = self._wraps(optimizer, target, event.scope) or self._wraps(target, optimizer, event.scope)
+            return MAYBE if shared or wrapped else NO
         if models and MODULE in kinds:
             return NO  # another model
         return MAYBE
+
+    def _wraps(self, outer: str, inner: str, scope: Scope | None) -> bool:
+        """Whether ``outer`` (or the object it is an attribute of: `optimizer.optimizer`,
+        a wrapper's own step) was built around ``inner`` (`optimizer = Lookahead(base_opt)`):
+        one optimizer under two names, as far as its gradients go."""
+        program = self.graph.program
+        for where in (scope, self.graph.root):
+            if where is None:
+                continue
+            value = program.first_assignment(where, outer.split(".")[0])
+            if type(value) is cst.Call and any(dotted(arg.value) == inner for arg in value.args):
+                return True
+        return False
 
     def _models(self, optimizer: str) -> set[str]:
         models = self._models_of.get(optimizer)
