@@ -57,7 +57,8 @@ CARRIED_MEMORIES = textwrap.dedent(
 
 def _check(path, seed: str) -> str:
     env = dict(os.environ, PYTHONHASHSEED=seed)
-    command = [sys.executable, "-m", "graphlint", "check", "--no-cache", "--jobs", "1", "--output-format", "json", str(path)]
+    command = [sys.executable, "-m", "graphlint", "check", "--no-cache", "--jobs", "1"]
+    command += ["--output-format", "json", str(path)]
     return subprocess.run(command, capture_output=True, text=True, env=env, check=False).stdout
 
 

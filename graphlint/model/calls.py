@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphlint.model.walk import children
 
 from graphlint.model import events as ev
 from graphlint.model.names import (
@@ -215,16 +214,8 @@ class _CallEvaluator:
 
     def _roots(self, target: cst.BaseExpression, value: frozenset, retain: bool) -> frozenset:
         if not retain:
-            self.interp.facts.freeing_backward_paths.update(self.ctx.read_paths(target))
-        paths = set()
-        stack = [target]
-        while stack:
-            node = stack.pop()
-            path = self.interp.path(self.frame, node) if type(node) in (cst.Name, cst.Attribute, cst.Subscript) else None
-            if path is not None:
-                paths.add(path)
-                continue
-            stack.extend(child for child in children(node) if isinstance(child, cst.BaseExpression))
+            self.interp.facts.freeing_backward_paths.update(self.ctx.read_paths(target, arguments=True))
+        paths = self.ctx.read_paths(target)
         sites = self.interp.sites
         roots = {o[0] for o in value if o[0] >= 0 and sites[o[0]].targets & paths}
         if type(target) is cst.Call or not paths:
@@ -571,7 +562,8 @@ class _CallEvaluator:
         stored = self.ctx.collected([arg.value for arg in self.call.args], added)
         if stored:
             self.ctx.state.add(path, stored)
-        self.ctx._accumulation(owner, (added - {NEW}) or stored, stored, self.call.args[0].value if self.call.args else None)
+        operand = self.call.args[0].value if self.call.args else None
+        self.ctx._accumulation(owner, (added - {NEW}) or stored, stored, operand)
 
     # ----- helpers of this module -----
     def inline_or_unknown(self, func: cst.FunctionDef, cls, owner) -> frozenset:

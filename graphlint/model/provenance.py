@@ -1017,7 +1017,10 @@ class _StmtContext:
         if known is None:
             frame.returned_elements, frame.returned_tail = list(values), tail
             return
-        longer, longer_tail, shorter = (known, frame.returned_tail, values) if len(known) > len(values) else (values, tail, known)
+        if len(known) > len(values):
+            longer, longer_tail, shorter = known, frame.returned_tail, values
+        else:
+            longer, longer_tail, shorter = values, tail, known
         if len(known) == len(values):
             frame.returned_elements = [a | b for a, b in zip(known, values)]
             frame.returned_tail = frame.returned_tail or tail
@@ -1349,8 +1352,9 @@ class _StmtContext:
         update = _update_past_sentinel(stmt.value, target)
         if type(update) is not cst.BinaryOperation:
             return
-        if type(update.operator) is cst.Divide and type(update.left) is cst.BinaryOperation and type(update.left.operator) is cst.Add:
-            update = update.left  # a running mean: `mloss = (mloss * i + loss_items) / (i + 1)`
+        left = update.left
+        if type(update.operator) is cst.Divide and type(left) is cst.BinaryOperation and type(left.operator) is cst.Add:
+            update = left  # a running mean: `mloss = (mloss * i + loss_items) / (i + 1)`
         path = self.interp.path(self.frame, target)
         # `d[k] = d.get(k, 0) + x`: the key may be known (`k` bound from a dict
         # literal's keys) or computed at run time (no path of its own).
@@ -1383,8 +1387,9 @@ class _StmtContext:
             return self.interp.path(self.frame, operand.func.value) == container
         return False
 
-    def read_paths(self, expr: cst.BaseExpression | None) -> frozenset[str]:
-        """The variables (names, attributes, items) an expression reads, outermost only."""
+    def read_paths(self, expr: cst.BaseExpression | None, arguments: bool = False) -> frozenset[str]:
+        """The variables (names, attributes, items) an expression reads, outermost only;
+        with ``arguments``, also those its calls are given (`scaler.scale(loss)` reads loss)."""
         paths = set()
         stack = [expr] if expr is not None else []
         while stack:
@@ -1394,8 +1399,8 @@ class _StmtContext:
                 paths.add(path)
                 continue
             for child in children(node):
-                if type(child) is cst.Arg:
-                    stack.append(child.value)  # `scaler.scale(loss)` reads loss
+                if arguments and type(child) is cst.Arg:
+                    stack.append(child.value)
                 elif isinstance(child, cst.BaseExpression):
                     stack.append(child)
         return frozenset(paths)
@@ -1422,7 +1427,7 @@ class _StmtContext:
             ev.Accumulation(
                 self.stmt, target, path, added, self.site.id if self.site else -1,
                 self.loop, self.loop in outlived, self.no_grad, loops=tuple(self.loop_keys),
-                outlived=tuple(outlived), sources=self.read_paths(operand),
+                outlived=tuple(outlived), sources=self.read_paths(operand, arguments=True),
             )
         )
 
