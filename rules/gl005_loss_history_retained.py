@@ -104,14 +104,16 @@ def _retained_over_enclosing_loop(model, acc, graph) -> bool:
 
 def _sibling_of_the_backwarded_part(model, acc) -> bool:
     """``loss, sample_size, log = criterion(model, sample); loss.backward(); n += sample_size``:
-    a part unpacked from one call beside the part the code backwards.
+    a part unpacked from one call of an unseen function or loss object (not a model's
+    method) beside the part the code backwards.
 
-    An unknown callee gives every part the call's node (and its inputs' graphs), so a
-    count or a detached metric (YOLO's ``loss_items``) looks like the loss. The backward
-    says which part is the loss. When every node the sibling may hold is one that
-    backward walked and freed, the sibling keeps no graph of its own, at most the freed
-    skeleton, and is far more often a number. (After ``retain_graph=True`` the graph
-    stays whole, and a sibling kept in a history keeps all of it: reported.)
+    Such a callee gives every part the call's node (and its inputs' graphs), so a count
+    or a detached metric (YOLO's ``loss_items``) looks like the loss. The backward says
+    which part is the loss; a loss function's other parts are for logging, and when
+    every node the sibling may hold is one that backward walked, it is taken for a
+    number. Not silenced: parts of a model's method (`model.create_bpr_loss(...)`, whose
+    components are tensors), and after ``retain_graph=True`` (the whole graph stays
+    alive, and a sibling kept in a history keeps all of it).
     """
     facts = model.facts
     freed_from = facts.freeing_backward_paths
@@ -123,7 +125,7 @@ def _sibling_of_the_backwarded_part(model, acc) -> bool:
     if any(type(model.sites[s].stmt) is cst.Return for s in graph_sites):
         return False  # a callee of this file, followed: its parts are known apart
     return any(
-        len(site.targets) > 1 and site.targets & freed_from and acc.sources <= site.targets
+        site.opaque_parts and site.targets & freed_from and acc.sources <= site.targets
         for site in (model.sites[s] for s in graph_sites)
     )
 

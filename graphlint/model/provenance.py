@@ -36,7 +36,9 @@ from graphlint.model.names import (
     is_true,
     positional,
 )
-from graphlint.model.program import ACCELERATOR, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope, sub_blocks
+from graphlint.model.program import (
+    ACCELERATOR, MODULE, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope, sub_blocks,
+)
 from graphlint.model.guards import no_graph_side, none_side
 from graphlint.model.statements import read_names
 
@@ -101,6 +103,8 @@ class Site:
     loop_chains: set[tuple] = field(default_factory=set)
     targets: set[str] = field(default_factory=set)
     leaf: bool = False
+    # Parts unpacked from a call of an unseen function or loss object (not a model's).
+    opaque_parts: bool = False
 
 
 @dataclass(frozen=True)
@@ -1063,6 +1067,11 @@ class _StmtContext:
                 values = [whole, EMPTY]  # `_, idx = probs.topk(1)`: the indices have no graph
             if not values or len(values) != len(targets):
                 stored = self.materialise(whole)
+                if self.site is not None and not self._calls_a_model(value_expr):
+                    # `loss, n, log = criterion(model, sample)`: a function or loss object
+                    # unseen, whose parts beside the loss are usually numbers for logging
+                    # (a model's method returning parts returns tensors: not this).
+                    self.site.opaque_parts = True
                 for item in targets:
                     self.assign(item, stored)
                 return True
@@ -1078,6 +1087,12 @@ class _StmtContext:
         for item, value in zip(targets, self.materialise_each(values)):
             self.assign(item, value)
         return True
+
+    def _calls_a_model(self, call: cst.Call) -> bool:
+        """`model(x)`, `model.create_bpr_loss(u, p, n)`: a call of a model or of its method."""
+        func = call.func
+        owner = func.value if type(func) is cst.Attribute else func
+        return MODULE in self.interp.kinds(self.frame, owner)
 
     def element_node(self, element: cst.BaseExpression, only_new: bool = False) -> frozenset:
         """Evaluate one element of a tuple and store it as a node of its own (a site keyed by it).
