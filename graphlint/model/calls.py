@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-
 from graphlint.model import events as ev
 from graphlint.model.names import (
     CONTAINER_ADDS,
@@ -476,10 +475,12 @@ class _CallEvaluator:
         if (method in LIST_ADDS and _list_add_arguments(method, self.call)) or (
             method in CONTAINER_ADDS and (CONTAINER in kinds or self.ctx._is_param_group(owner))
         ):
-            added = self.args_value()
             if method == "setdefault" and self.call.args:
                 # `d.setdefault(key, [])` stores its default under the key, not the key.
-                added = ctx.eval_quiet(self.call.args[1].value) if len(self.call.args) > 1 else EMPTY
+                ctx.eval(self.call.args[0].value)
+                added = self.args_value(skip=1)
+            else:
+                added = self.args_value()
             self.container_add(owner, added, method)
             return EMPTY
         if method in _CONTAINER_READS:

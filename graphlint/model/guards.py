@@ -390,21 +390,23 @@ def _modulo(expr, code):
         type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Modulo
     ):
         return None
-    counter = expr.left
-    offset = 0
-    if (
-        type(counter) is cst.BinaryOperation
-        and type(counter.operator) in (cst.Add, cst.Subtract)
-        and type(counter.right) is cst.Integer
-    ):
-        offset = int(counter.right.value) * (
-            1 if type(counter.operator) is cst.Add else -1
-        )
-        counter = counter.left
-    name = dotted(counter)
+    name, offset = _offset_counter(expr.left)
     if name is None:
         return None
     return (name, code(expr.right)), offset
+
+
+def _offset_counter(expr: cst.BaseExpression) -> tuple[str | None, int]:
+    """`step`, `step + 1`, `i - 2`: the counter's dotted name and the integer added to it."""
+    offset = 0
+    if (
+        type(expr) is cst.BinaryOperation
+        and type(expr.operator) in (cst.Add, cst.Subtract)
+        and type(expr.right) is cst.Integer
+    ):
+        offset = int(expr.right.value) * (1 if type(expr.operator) is cst.Add else -1)
+        expr = expr.left
+    return dotted(expr), offset
 
 
 def counter_reaches(test: cst.BaseExpression, counters) -> bool:
@@ -418,16 +420,7 @@ def counter_reaches(test: cst.BaseExpression, counters) -> bool:
         return False
     if type(test.comparisons[0].operator) is not cst.Equal:
         return False
-    for side in (test.left, test.comparisons[0].comparator):
-        if (
-            type(side) is cst.BinaryOperation
-            and type(side.operator) in (cst.Add, cst.Subtract)
-            and type(side.right) is cst.Integer
-        ):
-            side = side.left
-        if dotted(side) in counters:
-            return True
-    return False
+    return any(_offset_counter(side)[0] in counters for side in (test.left, test.comparisons[0].comparator))
 
 
 def atoms(test: cst.BaseExpression, code) -> list[Periodic]:
