@@ -74,8 +74,17 @@ class _CallEvaluator:
             value = value | self.ctx.eval(arg.value)
         return value
 
-    def has_graph(self, expr: cst.BaseExpression) -> bool:
-        return bool(self.ctx.eval_quiet(expr) - {NEW})
+    def backwards_itself(self, owner: cst.BaseExpression, gradient: cst.BaseExpression) -> bool:
+        """Whether ``owner.backward(gradient)`` backwards ``owner``, a tensor (``gradient``
+        its seed), rather than handing ``gradient`` to a wrapper that backwards it.
+
+        A wrapper that an unseen call returned (``model, acc = init_fn(args)``) may
+        carry that call's graphs; the loss handed to it then carries all of them and
+        more (it was built from the model the same call returned). A tensor's seed is
+        never built on the tensor it seeds.
+        """
+        owner_graph = self.ctx.eval_quiet(owner) - {NEW}
+        return bool(owner_graph) and not owner_graph < (self.ctx.eval_quiet(gradient) - {NEW})
 
     def qualify(self, expr: cst.BaseExpression) -> str | None:
         name = dotted(expr)
@@ -142,7 +151,7 @@ class _CallEvaluator:
     # ----- entry -----
     def evaluate(self) -> frozenset:
         call, ctx = self.call, self.ctx
-        event = ev.recognise(call, self.kinds, self.has_graph, self.qualify)
+        event = ev.recognise(call, self.kinds, self.qualify, self.backwards_itself)
         if isinstance(event, ev.BackwardCall):
             # `self.optimizer.backward(loss)` of a wrapper class of this file: its own
             # `loss.backward()` is the backward (reported there, where PyTorch raises).

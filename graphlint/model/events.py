@@ -63,10 +63,14 @@ def _retain(call: cst.Call, retain_position: int | None) -> bool:
 def recognise(
     call: cst.Call,
     kinds: Callable[[cst.BaseExpression], set[str]],
-    has_graph: Callable[[cst.BaseExpression], bool],
     qualify: Callable[[cst.BaseExpression], str | None],
+    backwards_itself: Callable[[cst.BaseExpression, cst.BaseExpression], bool] | None = None,
 ):
-    """The event a call is, if any: BackwardCall, StepCall, ZeroGradCall or None."""
+    """The event a call is, if any: BackwardCall, StepCall, ZeroGradCall or None.
+
+    ``backwards_itself(owner, gradient)`` tells whether ``owner.backward(gradient)``
+    backwards a tensor ``owner`` (None: no values known, as in a syntactic pass).
+    """
     func = call.func
     args = positional(call)
     qualified = qualify(func) or ""
@@ -84,7 +88,9 @@ def recognise(
     if method == "backward":
         owner_kinds = kinds(owner)
         wrapper = bool(owner_kinds & {ACCELERATOR, OPTIMIZER, CLEARING_ENGINE}) or (
-            bool(args) and not has_graph(owner) and not _looks_like_tensor_expr(owner)
+            bool(args)
+            and not (backwards_itself is not None and backwards_itself(owner, args[0]))
+            and not _looks_like_tensor_expr(owner)
         )
         if wrapper and args:
             return BackwardCall(call, args[0], _retain(call, None), True, f"{dotted(owner) or '...'}.backward(...)")

@@ -311,9 +311,7 @@ class EventGraph:
         for sub in self.calls(stmt.body):
             if type(sub) is not cst.Call:
                 continue
-            event = ev.recognise(
-                sub, kinds, lambda e: False, lambda e: self.program.imports.qualify(e)
-            )
+            event = ev.recognise(sub, kinds, lambda e: self.program.imports.qualify(e))
             if isinstance(event, ev.BackwardCall):
                 return False
             if isinstance(event, ev.StepCall) and not (
@@ -456,7 +454,7 @@ class EventGraph:
                 owner = self._grad_owner(sub, loop_fors + sub.fors, aliases)
                 yield Event("W" if sub.rebuilds else "Z", sub.node, owner, scope, None, framework=framework)
                 continue
-            event = ev.recognise(sub, kinds, lambda e: False, qualify)
+            event = ev.recognise(sub, kinds, qualify)
             if isinstance(event, ev.BackwardCall):
                 if event.writes_grad:
                     yield Event("B", sub, scope=scope, framework=framework)
