@@ -72,7 +72,10 @@ YES, MAYBE, NO = "yes", "maybe", "no"
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # "B", "S", "Z", "U" (unknown call that may clear), "SC" (self-contained step), "W" (a rebuilt gradient)
+    # "B", "S", "Z", "U" (unknown call that may clear), "SC" (self-contained step),
+    # "W" (a gradient rebuilt from itself: masked, scaled), "R" (a gradient replaced by
+    # one the code computed, which the next step applies instead of the backwards' sum)
+    kind: str
     call: cst.CSTNode
     target: str | None = None  # optimizer path (S), owner path (Z/U)
     scope: Scope | None = None
@@ -118,13 +121,15 @@ class Violation:
 
 @dataclass(frozen=True)
 class _GradWrite:
-    """`p.grad = None` / `p.grad.zero_()` on the loop variable `name`; with ``rebuilds``,
-    `p.grad = value`, a gradient the code computed itself (DP-SGD's noised average)."""
+    """A write of the gradient of the loop variable `name`: its event kind is "Z" for a
+    clear (`p.grad = None`, `p.grad.zero_()`), "W" for a gradient rebuilt from itself
+    (`p.grad = p.grad * mask`), "R" for one replaced by a value the code computed
+    (DP-SGD's noised average, `p.grad.copy_(g)`, a test's `p.grad.fill_(0.01)`)."""
 
     node: cst.CSTNode
     name: str
     fors: tuple  # the `for` statements around it inside the analysed expression
-    rebuilds: bool = False
+    kind: str = "Z"
 
 
 class EventGraph:
@@ -452,7 +457,7 @@ class EventGraph:
         for sub in self.calls(expr, fors):
             if isinstance(sub, _GradWrite):
                 owner = self._grad_owner(sub, loop_fors + sub.fors, aliases)
-                yield Event("W" if sub.rebuilds else "Z", sub.node, owner, scope, None, framework=framework)
+                yield Event(sub.kind, sub.node, owner, scope, None, framework=framework)
                 continue
             event = ev.recognise(sub, kinds, qualify)
             if isinstance(event, ev.BackwardCall):
@@ -574,7 +579,7 @@ class EventGraph:
         if found is None:
             return False
         for sub in _calls_and_grad_writes(found[1].body):
-            if (isinstance(sub, _GradWrite) and not sub.rebuilds) or (
+            if (isinstance(sub, _GradWrite) and sub.kind == "Z") or (
                 type(sub.func) is cst.Attribute
                 and sub.func.attr.value in ("zero_grad", "zero_")
             ):
@@ -643,17 +648,17 @@ def _calls_and_grad_writes(root, fors: tuple = ()):
             for target in node.targets:
                 name = _grad_of(target.target)
                 if name and not selective:
-                    out.append(_GradWrite(target.target, name, fors, rebuilds=not _clearing_value(node.value)))
+                    out.append(_GradWrite(target.target, name, fors, _assigned_gradient(node.value, name)))
             return
         for child in children(node):
             visit(child, fors, selective)
         if type(node) is cst.Call:
             func = node.func
-            if type(func) is cst.Attribute and func.attr.value == "zero_":
+            if type(func) is cst.Attribute and func.attr.value in _GRAD_OVERWRITES:
                 name = _grad_of(func.value)
                 if name:
                     if not selective:
-                        out.append(_GradWrite(node, name, fors))
+                        out.append(_GradWrite(node, name, fors, _overwritten_gradient(node)))
                     return
             out.append(node)
 
@@ -665,15 +670,39 @@ def _calls_and_grad_writes(root, fors: tuple = ()):
     return out
 
 
-def _clearing_value(value: cst.BaseExpression) -> bool:
-    """`None` or zeros: what a `p.grad = ...` that clears assigns. A masked or rebuilt
-    gradient (`p.grad = p.grad * mask`, DP-SGD's `(summed + noise) / n`) is one the
-    step is meant to apply."""
-    if type(value) is cst.Name:
-        return value.value == "None"
-    if type(value) is cst.Call:
-        return (dotted(value.func) or "").rsplit(".", 1)[-1] in ("zeros_like", "zeros", "new_zeros")
-    return False
+# In-place methods that replace every element of a gradient: `p.grad.zero_()` clears
+# it, `p.grad.fill_(0.01)` / `p.grad.copy_(g)` set one the code chose (a test faking
+# gradients, a gradient computed elsewhere) that the next step is meant to apply.
+_GRAD_OVERWRITES = ("zero_", "fill_", "copy_")
+
+
+def _overwritten_gradient(call: cst.Call) -> str:
+    """The _GradWrite kind of `p.grad.zero_()`, `.fill_(v)` or `.copy_(g)`."""
+    method = call.func.attr.value
+    if method == "zero_":
+        return "Z"
+    value = call.args[0].value if method == "fill_" and call.args else None
+    return "Z" if type(value) in (cst.Integer, cst.Float) and float(value.value) == 0 else "R"
+
+
+def _assigned_gradient(value: cst.BaseExpression, name: str) -> str:
+    """The _GradWrite kind of `name.grad = value`: None or zeros clear; a value built on
+    the old gradient (`p.grad * mask`) rebuilds it; any other (DP-SGD's `(summed +
+    noise) / n`) replaces it. Either of the last two is what the step is meant to apply."""
+    if type(value) is cst.Name and value.value == "None":
+        return "Z"
+    if type(value) is cst.Call and (dotted(value.func) or "").rsplit(".", 1)[-1] in ("zeros_like", "zeros", "new_zeros"):
+        return "Z"
+    reads_old = any(_grad_of(node) == name for node in _subexpressions(value))
+    return "W" if reads_old else "R"
+
+
+def _subexpressions(root: cst.CSTNode):
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(children(node))
 
 
 def _selects_parameters(test: cst.BaseExpression, fors: tuple) -> bool:
@@ -1208,7 +1237,7 @@ class OrderAnalysis:
                     return True
                 if (event.kind == "B" and (node_id, index) in owned) or (
                     event.kind == "SC" and event.target == optimizer
-                ) or event.kind == "W":
+                ) or event.kind in ("W", "R"):
                     # (A rebuilt gradient: the step applies what the code wrote, not
                     # the backwards' accumulated sum.)
                     alive = False
@@ -1289,6 +1318,11 @@ class OrderAnalysis:
                 else:
                     applied = applied | frozenset((b, event.call) for b in fresh)
                 must, deferred, fresh = empty, empty, empty
+            elif kind == "R":
+                # The gradients the backwards so far wrote are gone, but on purpose: the
+                # step applies the replacement. Nothing to report, nothing left to apply twice.
+                if self.relation(event, optimizer) != NO:
+                    must, deferred, fresh, applied = empty, empty, empty, empty
             elif kind in ("Z", "U"):
                 relation = self.relation(event, optimizer)
                 if relation == NO:
