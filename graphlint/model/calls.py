@@ -283,7 +283,7 @@ class _CallEvaluator:
             if name in CUTTING_BUILTINS:
                 self.args_value()
                 return EMPTY
-            if name == "map" and self.call.args and _cutting_lambda(self.call.args[0].value):
+            if name == "map" and self.call.args and _cutting_function(self.call.args[0].value):
                 self.args_value()  # `map(lambda t: t.detach(), hidden)`
                 return EMPTY
             if name in PASSING_BUILTINS:
@@ -318,6 +318,10 @@ class _CallEvaluator:
     def qualified_call(self, qualified: str) -> frozenset:
         """A call of something imported: torch, numpy, math, another package."""
         call = self.call
+        if last_part(qualified) == "tree_map" and call.args and _cutting_function(call.args[0].value):
+            # `pytree.tree_map(lambda t: t.detach(), state)`: every leaf of a nested state, cut.
+            self.args_value()
+            return EMPTY
         if qualified.startswith("torch."):
             name = last_part(qualified)
             if name == "as_tensor":
@@ -763,9 +767,12 @@ def _built_by(sites, state, models: set[str]) -> set:
     return sure
 
 
-def _cutting_lambda(func: cst.BaseExpression) -> bool:
-    """`lambda t: t.detach()` (or `.data`, `.item()`, ...): a function returning its
-    argument cut off its graph."""
+def _cutting_function(func: cst.BaseExpression) -> bool:
+    """`lambda t: t.detach()` (or `.data`, `.item()`, ...) or `torch.Tensor.detach`: a
+    function returning its argument cut off its graph."""
+    if type(func) is cst.Attribute:
+        owner = dotted(func.value) or ""
+        return func.attr.value in CUTTING_METHODS and (owner == "Tensor" or owner.endswith(".Tensor"))
     if type(func) is not cst.Lambda or len(func.params.params) != 1:
         return False
     body, name = func.body, func.params.params[0].name.value
