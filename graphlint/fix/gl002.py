@@ -126,9 +126,7 @@ def _cut(state: libcst.BaseExpression, statement, document: Document) -> str | N
     if isinstance(state, libcst.Tuple):
         names = []
         for element in state.elements:
-            if not isinstance(element, libcst.Element) or not isinstance(
-                element.value, (libcst.Name, libcst.Attribute)
-            ):
+            if not isinstance(element, libcst.Element) or not _assignable(element.value):
                 return None
             shape = shapes.of_target(element.value, _scope(element.value, statement, document))
             if shape not in (TENSOR, None):  # each part of a state passed as a tuple is a tensor
@@ -151,6 +149,14 @@ def _cut(state: libcst.BaseExpression, statement, document: Document) -> str | N
             return f"{name} = tuple(s.detach() for s in {name})"
         return f"{name} = {_rebuild(name, shape)}"
     return None
+
+
+def _assignable(part: libcst.BaseExpression) -> bool:
+    """A name, or an attribute of `self`: `memory.h = ...` fails on a namedtuple (or a
+    frozen dataclass) holding the state, which the fix cannot tell apart."""
+    if isinstance(part, libcst.Name):
+        return True
+    return isinstance(part, libcst.Attribute) and isinstance(part.value, libcst.Name) and part.value.value == "self"
 
 
 def _rebuild(expr: str, shape) -> str:

@@ -35,6 +35,7 @@ from graphlint.model.program import (
     ENGINE_SETUPS,
     MODULE,
     OPTIMIZER,
+    RECORD_FACTORIES,
     SCALER,
     SCHEDULER,
     all_params,
@@ -305,6 +306,8 @@ class _CallEvaluator:
             return self.args_value()
         if MODULE in kinds:
             return self.args_value() | self.forward(CERTAIN, func)
+        if _builds_a_record_class(self.program.first_assignment(module_scope, name)):
+            return self.args_value()  # `State = namedtuple(...)` at module level: `State(h, c)`
         if type(self.program.first_assignment(frame.scope, name)) is cst.Lambda:
             # `add_skip = lambda x: cat((x, hiddens.pop()))`: its closure's graphs come back too.
             return self.ctx.eval(func) | self.args_value() | self.forward(LIKELY, func)
@@ -612,6 +615,8 @@ class _CallEvaluator:
         return result | self.forward(strength, callee)
 
     def construct(self, cls) -> frozenset:
+        if cls.is_record:
+            return self.args_value()  # `LSTMState(h, c)`: the fields, kept together
         target = self.ctx.construct_target
         found = self.program.method(cls, "__init__")
         if found is not None and target is not None:
@@ -765,6 +770,11 @@ def _built_by(sites, state, models: set[str]) -> set:
             if not value.isdisjoint(sure):
                 sure |= value & unsure
     return sure
+
+
+def _builds_a_record_class(value: cst.BaseExpression | None) -> bool:
+    """`namedtuple("State", ["h", "c"])` / `typing.NamedTuple("State", [...])`."""
+    return type(value) is cst.Call and last_part(dotted(value.func) or "") in RECORD_FACTORIES
 
 
 def _cutting_function(func: cst.BaseExpression) -> bool:

@@ -66,6 +66,9 @@ class ClassInfo:
     is_module: bool = False
     is_optimizer: bool = False
     frozen: bool = False  # its __init__ freezes every parameter of the instance
+    # A NamedTuple or dataclass with no __init__ of its own: calling it builds a
+    # record of its arguments (a container, no forward, no cut).
+    is_record: bool = False
 
 
 @dataclass
@@ -113,6 +116,7 @@ class Program:
             elif type(stmt) is cst.ClassDef:
                 bases = [dotted(arg.value) or "" for arg in stmt.bases]
                 info = ClassInfo(stmt.name.value, stmt, bases)
+                info.is_record = _declares_a_record(stmt, bases)
                 if not prefix:
                     self.classes[info.name] = info
                 for inner in stmt.body.body:
@@ -283,6 +287,27 @@ class Program:
             if kind.startswith(prefix):
                 return self.classes.get(kind[len(prefix):])
         return None
+
+
+# Base classes and decorators that make a class a record of its fields.
+_RECORD_BASES = ("NamedTuple",)
+_RECORD_DECORATORS = ("dataclass", "dataclasses.dataclass", "attr.s", "attrs.define", "attr.define", "define")
+# Calls that return a record class: `LSTMState = namedtuple("LSTMState", ["hx", "cx"])`.
+RECORD_FACTORIES = ("namedtuple", "NamedTuple")
+
+
+def _declares_a_record(node: cst.ClassDef, bases: list[str]) -> bool:
+    if any(type(stmt) is cst.FunctionDef and stmt.name.value == "__init__" for stmt in node.body.body):
+        return False
+    if any(base.rsplit(".", 1)[-1] in _RECORD_BASES for base in bases):
+        return True
+    for decorator in node.decorators:
+        expr = decorator.decorator
+        if type(expr) is cst.Call:
+            expr = expr.func
+        if (dotted(expr) or "") in _RECORD_DECORATORS:
+            return True
+    return False
 
 
 def _is_no_grad_decorator(expr: cst.BaseExpression) -> bool:
