@@ -45,6 +45,7 @@ from graphlint.model.provenance import (
     ELEMENT,
     PARAMS,
     EMPTY,
+    STRING_LITERALS,
     Inlined,
     LIKELY,
     MAX_INLINE_DEPTH,
@@ -438,7 +439,8 @@ class _CallEvaluator:
                     self.ctx.becomes_leaf(owner)  # the statement `x.requires_grad_()`
                 return self.leaf()  # `x = images.clone().detach().requires_grad_(True)`
             return EMPTY
-        if method in CUTTING_METHODS:
+        if method in CUTTING_METHODS or type(owner) in STRING_LITERALS:
+            # (`"loss {:.4f}".format(loss)`, `" ".join(parts)`: a string.)
             ctx.eval(owner)
             self.args_value()
             return EMPTY

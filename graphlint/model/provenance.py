@@ -858,7 +858,7 @@ class Interpreter:
                 value = state.env[held] if held in state.env else ctx.eval(stmt.iter)
                 if value and self.path(frame, stmt.iter) is not None:
                     value = value | {ELEMENT}
-                ctx.assign(stmt.target, value, element=True)
+                ctx.assign_iterated(stmt.target, stmt.iter, value)
                 # The header re-binds its targets in each iteration: they are fresh in it
                 # (`for emb in embs: emb = emb - emb.mean(0)` accumulates nothing).
                 state.fresh[key] = frozenset(frame.prefix + name for name in bound_names(stmt.target))
@@ -1163,6 +1163,15 @@ class _StmtContext:
         self.state.refresh(site.id)
         aged = frozenset(older(o) if o[0] == site.id else o for o in inputs)
         return aged | {(site.id, 0)}
+
+    def assign_iterated(self, target: cst.BaseExpression, iterable: cst.BaseExpression, value: frozenset) -> None:
+        """Bind a `for` target to the elements of ``iterable`` (whose value is ``value``)."""
+        key = _key_target(target, iterable)
+        if key is None:
+            self.assign(target, value, element=True)
+            return
+        self.assign(key, EMPTY, element=True)
+        self.assign(target.elements[1].value, value, element=True)
 
     def assign(self, target: cst.BaseExpression, value: frozenset, element: bool = False) -> None:
         if type(target) in (cst.Tuple, cst.List):
@@ -1579,6 +1588,12 @@ class _StmtContext:
     def _eval_SimpleString(self, expr) -> frozenset:
         return EMPTY
 
+    def _eval_BinaryOperation(self, expr: cst.BinaryOperation) -> frozenset:
+        value = self.eval(expr.left) | self.eval(expr.right)
+        if type(expr.operator) is cst.Modulo and type(expr.left) in STRING_LITERALS:
+            return EMPTY  # `"loss %.4f" % loss`: a string
+        return value
+
     def _eval_FormattedString(self, expr) -> frozenset:
         for child in expr.parts:
             if type(child) is cst.FormattedStringExpression:
@@ -1595,10 +1610,12 @@ class _StmtContext:
         node = expr.for_in
         while node is not None:
             value = self.eval(node.iter)
+            key = _key_target(node.target, node.iter)
+            plain = bound_names(key) if key is not None else set()
             for name in bound_names(node.target):
                 path = self.frame.prefix + name
                 saved.setdefault(path, self.state.env.get(path))
-                self.state.put(path, value - {NEW})
+                self.state.put(path, EMPTY if name in plain else value - {NEW})
             for condition in node.ifs:
                 self.eval(condition.test)
             node = node.inner_for_in
@@ -1719,6 +1736,19 @@ def _held(expr: cst.BaseExpression) -> bool:
     return _reads_only(expr) or type(expr) in _CONSTANTS or _display_of_reads(expr)
 
 
+def _key_target(target: cst.BaseExpression, iterable: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The target of the key in `for i, x in enumerate(xs)` / `for k, v in d.items()`:
+    an index or a dict key, never a tensor with a graph (a loss dict's names)."""
+    if type(target) not in (cst.Tuple, cst.List) or len(target.elements) != 2 or type(iterable) is not cst.Call:
+        return None
+    func = iterable.func
+    keyed = (type(func) is cst.Name and func.value == "enumerate") or (
+        type(func) is cst.Attribute and func.attr.value == "items" and not iterable.args
+    )
+    return target.elements[0].value if keyed else None
+
+
+STRING_LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 _CONSTANTS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float, cst.Imaginary)
 
 
