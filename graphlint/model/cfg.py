@@ -188,6 +188,19 @@ def grad_mode_of_with(with_stmt: cst.With, current: bool) -> bool:
     return mode
 
 
+def grad_mode_set_by(stmt: cst.CSTNode) -> bool | None:
+    """No-grad (True) or grad (False) for the statement `torch.set_grad_enabled(False/True)`."""
+    if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1 or type(stmt.body[0]) is not cst.Expr:
+        return None
+    call = stmt.body[0].value
+    if type(call) is not cst.Call or not _is_grad_mode_call(call, ("set_grad_enabled",)) or len(call.args) != 1:
+        return None
+    value = call.args[0].value
+    if type(value) is not cst.Name or value.value not in ("True", "False"):
+        return None
+    return value.value == "False"
+
+
 class _Builder:
     def __init__(self, cfg: CFG, peel: bool, joins: bool, bound: Iterable[str]) -> None:
         self.cfg = cfg
@@ -214,6 +227,11 @@ class _Builder:
     def block(self, body: Iterable[cst.CSTNode], preds: Dangling, ctx: _Context) -> Dangling:
         for stmt in body:
             preds = self.statement(stmt, preds, ctx)
+            mode = grad_mode_set_by(stmt)
+            if mode is not None and mode != ctx.no_grad:
+                # `torch.set_grad_enabled(False)` as a statement: the rest of the block
+                # runs in that mode (what follows the block is left as it was: unsure).
+                ctx = ctx.inside(no_grad=mode)
         return preds
 
     def may_raise(self, node_id: int, ctx: _Context) -> None:
