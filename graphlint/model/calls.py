@@ -52,6 +52,7 @@ from graphlint.model.provenance import (
     NEW,
     WEAK,
     State,
+    item_path,
 )
 
 # Methods returning (part of) the receiver's content.
@@ -652,6 +653,7 @@ class _CallEvaluator:
         aliases: dict[str, str | None] = {}
         params = list(scope.params)
         bound: dict[str, frozenset] = {}
+        parts: dict[str, list] = {}  # the parts of a tuple a helper returned, per parameter
         is_method = cls is not None and params and params[0] in ("self", "cls")
         if is_method:
             first = params.pop(0)
@@ -673,7 +675,15 @@ class _CallEvaluator:
             if type(expr) is cst.Call and ctx.site is not None:
                 # `loss_fn(model(x))`: the forward's output is a node of its own, which
                 # the helper's parameter holds (a bare NEW mark would be dropped).
+                ctx.returned_elements, ctx.returned_plain = None, False
                 bound[param] = ctx.element_node(expr, only_new=True)
+                if ctx.returned_elements and not ctx.returned_plain:
+                    # `update(collect())` of a helper returning a tuple: `obs, values =
+                    # batch` in the callee reads each part, as after `batch = collect()`.
+                    parts[param] = ctx.returned_elements
+            elif (displayed := ctx.tuple_parts(expr)) is not None:
+                parts[param] = displayed  # `update((obs, net(obs)))`: the same
+                bound[param] = frozenset().union(*displayed)
             else:
                 bound[param] = ctx.eval(expr)
             path = self.interp.path(self.frame, expr) if type(expr) in (cst.Name, cst.Attribute) else None
@@ -693,6 +703,8 @@ class _CallEvaluator:
         for param, value in bound.items():
             if param not in aliases:
                 state.set(frame.prefix + param, value - {NEW})
+                for index, part in enumerate(parts.get(param, ())):
+                    state.put(item_path(frame.prefix + param, str(index)), part - {NEW})
         memo_key = interp.inline_key(func, frame, state)
         known = interp.inlined.get(memo_key)
         if known is not None and not interp.recording:

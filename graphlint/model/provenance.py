@@ -936,6 +936,8 @@ class _StmtContext:
                 self.construct_target = self.interp.path(self.frame, stmt.targets[0].target)
                 if self._unpack(stmt.targets[0].target, stmt.value):
                     return
+                if self._pack(stmt.targets[0].target, stmt.value):
+                    return
             self.returned_elements, self.returned_plain = None, False
             value = self._stored(stmt.value)
             # What was re-created in this iteration before the statement (`acc = acc + x`
@@ -1056,8 +1058,9 @@ class _StmtContext:
             env = self.state.env
             if base is None or not all(key in env for key in keys):
                 return False
-            for item, key in zip(targets, keys):
-                self.assign(item, env[key])
+            # All read before any is bound: `inputs, (hx, cx) = inputs` re-binds the base.
+            for item, value in zip(targets, [env[key] for key in keys]):
+                self.assign(item, value)
             return True
         elif type(value_expr) is cst.Call:
             self.returned_elements, self.returned_plain = None, False
@@ -1087,6 +1090,29 @@ class _StmtContext:
         for item, value in zip(targets, self.materialise_each(values)):
             self.assign(item, value)
         return True
+
+    def _pack(self, target: cst.BaseExpression, value_expr: cst.BaseExpression) -> bool:
+        """``batch = (obs, net(obs))``: each part a node of its own, kept at ``batch[i]``
+        for ``obs, values = batch`` to read (as ``a, b = obs, net(obs)`` would bind them);
+        the whole holds them all."""
+        path = self.interp.path(self.frame, target) if type(target) is cst.Name else None
+        if path is None or _reads_any(_tuple_elements(value_expr) or (), {target.value}):
+            return False
+        parts = self.tuple_parts(value_expr)
+        if parts is None:
+            return False
+        self.assign(target, frozenset().union(*parts))
+        for index, part in enumerate(parts):
+            self.state.put(item_path(path, str(index)), part)
+        return True
+
+    def tuple_parts(self, expr: cst.BaseExpression) -> list[frozenset] | None:
+        """The values of the parts of a tuple display (`(obs, net(obs))`): each a node of
+        its own, but a part that only reads a value holds that value (as `x = y` does)."""
+        elements = _tuple_elements(expr) if type(expr) is cst.Tuple else None
+        if elements is None or self.site is None:
+            return None
+        return [self.eval(e) if _reads_only(e) else self.element_node(e) for e in elements]
 
     def _calls_a_model(self, call: cst.Call) -> bool:
         """`model(x)`, `model.create_bpr_loss(u, p, n)`: a call of a model or of its method."""
