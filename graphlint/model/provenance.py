@@ -966,7 +966,13 @@ class _StmtContext:
         elif type(stmt) is cst.Return:
             if stmt.value is not None:
                 elements = _tuple_elements(stmt.value) or _concatenated_elements(stmt.value)
-                if elements is not None:
+                parts = self.tuple_parts(stmt.value)
+                if parts is not None:
+                    # `return net(v1).mean(), net(v2).mean()`: two computations, two nodes
+                    # (backwarding one frees nothing of the other), as `a, b = ...` binds them.
+                    values = parts
+                    value = frozenset().union(*values)
+                elif elements is not None:
                     values = [self.eval(e) for e in elements]
                     if not (_display_of_reads(stmt.value) and self.interp.only_leaves(frozenset().union(*values))):
                         values = self.materialise_each(values)
@@ -1082,6 +1088,16 @@ class _StmtContext:
                 for item, value in zip(targets, values):
                     self.assign(item, value)
                 return True
+            if self._calls_a_function_of_the_file(value_expr) and _independent(values):
+                # A plain function of the file returning parts of separate graphs
+                # (`return net(v1).mean(), net(v2).mean()`): each is backwarded on its
+                # own, so no node of this statement joins them. (Parts of one graph,
+                # `return loss, hidden`, keep the call's node: recurrent state handed
+                # back by a helper is found at its call.)
+                self.materialise(whole)
+                for item, value in zip(targets, values):
+                    self.assign(item, value)
+                return True
             # Each part is an output of the call's own forward, but for a part its
             # return built nothing for (`return out, aux, keep.size(0) / n`: a number).
             values = [v | (whole & {NEW}) if v else v for v in values]
@@ -1112,7 +1128,30 @@ class _StmtContext:
         elements = _tuple_elements(expr) if type(expr) is cst.Tuple else None
         if elements is None or self.site is None:
             return None
-        return [self.eval(e) if _reads_only(e) else self.element_node(e) for e in elements]
+        # Each part waits in the state while the next are evaluated, so that a helper
+        # run again by a later part (`return loss_fn(a), loss_fn(b)`) ages the node its
+        # first run gave the earlier part, as it would a variable's.
+        keys = [f"{self.frame.prefix}<part {index} of the tuple at {id(expr)}>" for index in range(len(elements))]
+        for key, element in zip(keys, elements):
+            part = self.eval(element) if _reads_only(element) else self.element_node(element)
+            self.state.put(key, part)  # (into the state the evaluation left: a helper replaces it)
+        return [self.state.env.pop(key) for key in keys]
+
+    def _calls_a_function_of_the_file(self, call: cst.Call) -> bool:
+        """`losses(net, v1, v2)` of a `def` of the file (a closure included), or
+        `self.update(v1, v2)` of a class of the file that is no module: no forward."""
+        func, program = call.func, self.interp.program
+        if type(func) is cst.Name:
+            name = func.value
+            return name in self.frame.local_defs or (name in program.functions and name not in self.frame.scope.locals)
+        if type(func) is not cst.Attribute:
+            return False
+        owner = func.value
+        kinds = self.interp.kinds(self.frame, owner)
+        cls = program.class_of_instance(kinds) if kinds else None
+        if cls is None and type(owner) is cst.Name and owner.value == "self":
+            cls = self.frame.scope.cls
+        return cls is not None and not cls.is_module and program.method(cls, func.attr.value) is not None
 
     def _calls_a_model(self, call: cst.Call) -> bool:
         """`model(x)`, `model.create_bpr_loss(u, p, n)`: a call of a model or of its method."""
@@ -1760,6 +1799,19 @@ def _constant_key(element) -> str | None:
 def _held(expr: cst.BaseExpression) -> bool:
     """A value a display holds as it is: a read, a constant, or a display of such."""
     return _reads_only(expr) or type(expr) in _CONSTANTS or _display_of_reads(expr)
+
+
+def _independent(values: list[frozenset]) -> bool:
+    """Whether two parts or more carry graphs, no two sharing a node (markers aside)."""
+    seen: set = set()
+    carrying = 0
+    for value in values:
+        nodes = {origin for origin in value if origin[0] >= 0}
+        if nodes & seen:
+            return False
+        seen |= nodes
+        carrying += bool(nodes)
+    return carrying >= 2
 
 
 def _key_target(target: cst.BaseExpression, iterable: cst.BaseExpression) -> cst.BaseExpression | None:
