@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from graphlint.model import events as ev
-from graphlint.model.walk import children
+from graphlint.model.walk import children, descendants
 from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, ITER, WHILE, WITH, build_cfg
 from graphlint.model.guards import (
     atoms,
@@ -693,16 +693,8 @@ def _assigned_gradient(value: cst.BaseExpression, name: str) -> str:
         return "Z"
     if type(value) is cst.Call and (dotted(value.func) or "").rsplit(".", 1)[-1] in ("zeros_like", "zeros", "new_zeros"):
         return "Z"
-    reads_old = any(_grad_of(node) == name for node in _subexpressions(value))
+    reads_old = any(_grad_of(node) == name for node in descendants(value))
     return "W" if reads_old else "R"
-
-
-def _subexpressions(root: cst.CSTNode):
-    todo = [root]
-    while todo:
-        node = todo.pop()
-        yield node
-        todo.extend(children(node))
 
 
 def _selects_parameters(test: cst.BaseExpression, fors: tuple) -> bool:

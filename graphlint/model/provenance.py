@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from graphlint.model.walk import children
+from graphlint.model.walk import children, descendants
 
 from graphlint.model import events as ev
 from graphlint.model.liveness import live_in, live_on_entry
@@ -1406,11 +1406,28 @@ class _StmtContext:
             if path is None:
                 continue
             # `d = {k: 0 for k in d}` reads only d's keys: still a reset.
-            if _fresh_container(value) or path not in {self.interp.path(self.frame, node) for node in _names_in(value)}:
+            if _fresh_container(value) or not self._reads_its_own_value(target, path, value):
                 for loop in self.loop_keys:
                     self.interp.facts.reset_paths.setdefault(loop, set()).add(path)
                 if self.runs_every_iteration():
                     self.interp.facts.every_iteration_resets.setdefault(self.loop, set()).add(path)
+
+    def _reads_its_own_value(self, target: cst.BaseExpression, path: str, value: cst.BaseExpression) -> bool:
+        """Whether the value assigned to ``path`` reads it: ``acc + x``, and for ``d[k]``
+        also ``d.get(k, 0) + x`` (an update, not a reset)."""
+        paths = {self.interp.path(self.frame, node) for node in _names_in(value)}
+        if path in paths:
+            return True
+        if type(target) is not cst.Subscript:
+            return False
+        container = self.interp.path(self.frame, target.value)
+        return container is not None and any(
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
+            and node.func.attr.value in ("get", "setdefault")
+            and self.interp.path(self.frame, node.func.value) == container
+            for node in descendants(value)
+        )
 
     def runs_every_iteration(self) -> bool:
         """Whether this statement runs in every iteration of its innermost loop of this

@@ -45,6 +45,15 @@ def dispatch(visitor: object, roots: Iterable[cst.CSTNode]) -> None:
         stack.extend(reversed(children(node)))
 
 
+def descendants(root: cst.CSTNode):
+    """``root`` and every node below it (the model's children: formatting left out)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(children(node))
+
+
 # Children of each node, computed once (see ``_fields_in_visit_order``). Keyed by
 # id(); each entry keeps its node, so an id cannot be reused while cached, and
 # ``analysing`` clears the cache per tree.
