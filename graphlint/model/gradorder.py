@@ -232,7 +232,7 @@ class EventGraph:
         the parameter stands for (`if update_grad:` with `(i + 1) % k == 0`)."""
         cfg = self._cfg(scope)
         self._constants = constants or {}
-        self._tests = tests or {}
+        self._tests = {**_periodic_locals(scope, self.program.module.code_for_node), **(tests or {})}
         self._splices += 1
         constant = (self._splices, self._flag_names(scope))
         side = {
@@ -417,7 +417,7 @@ class EventGraph:
         if node.kind in (IF, WHILE):
             # The node whose edges are the branches (a helper's flag stands for the test passed in).
             test = stmt.test
-            current.test = self._tests.get(test.value, test) if type(test) is cst.Name else test
+            current.test = _substituted(test, self._tests) if self._tests else test
         current.assigns = assigns
         return current.id
 
@@ -674,6 +674,58 @@ def _calls_and_grad_writes(root, fors: tuple = ()):
 # it, `p.grad.fill_(0.01)` / `p.grad.copy_(g)` set one the code chose (a test faking
 # gradients, a gradient computed elsewhere) that the next step is meant to apply.
 _GRAD_OVERWRITES = ("zero_", "fill_", "copy_")
+
+
+def _periodic_locals(scope: Scope, code) -> dict[str, cst.BaseExpression]:
+    """Locals bound once, to a periodic test of counters the scope never `+=`s (loop
+    variables, the same all through an iteration): `sync = (i + 1) % k == 0` then
+    `if sync:` tests what `if (i + 1) % k == 0:` would."""
+    bound: dict[str, list] = {}
+    incremented: set[str] = set()
+    for node in _scope_nodes(scope):
+        if type(node) is cst.Assign:
+            for target in node.targets:
+                for name in bound_names(target.target):
+                    bound.setdefault(name, []).append(node.value if type(target.target) is cst.Name else None)
+        elif type(node) is cst.AugAssign and type(node.target) is cst.Name:
+            incremented.add(node.target.value)
+        elif type(node) is cst.AnnAssign and type(node.target) is cst.Name:
+            bound.setdefault(node.target.value, []).append(None)
+        elif type(node) in (cst.For, cst.CompFor):
+            for name in bound_names(node.target):
+                bound.setdefault(name, []).append(None)
+    found = {}
+    for name, values in bound.items():
+        if len(values) != 1 or values[0] is None:
+            continue
+        found_atoms = atoms(values[0], code)
+        if found_atoms and not any(atom.key[0] in incremented for atom in found_atoms):
+            found[name] = values[0]
+    return found
+
+
+def _substituted(test: cst.BaseExpression, tests: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
+    """``test`` with each name of ``tests`` replaced by the test it stands for, through
+    `not`, `and` and `or` (`if not is_accumulating:`)."""
+    if type(test) is cst.Name:
+        return tests.get(test.value, test)
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        inner = _substituted(test.expression, tests)
+        return test if inner is test.expression else test.with_changes(expression=inner)
+    if type(test) is cst.BooleanOperation:
+        left, right = _substituted(test.left, tests), _substituted(test.right, tests)
+        return test if (left, right) == (test.left, test.right) else test.with_changes(left=left, right=right)
+    return test
+
+
+def _scope_nodes(scope: Scope):
+    """The nodes of a scope's own code (nested functions and classes left out)."""
+    stack = list(scope.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if type(node) not in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            stack.extend(children(node))
 
 
 def _overwritten_gradient(call: cst.Call) -> str:
