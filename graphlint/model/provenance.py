@@ -1456,18 +1456,20 @@ class _StmtContext:
             return
         target = stmt.targets[0].target
         update = _update_past_sentinel(stmt.value, target)
-        if type(update) is not cst.BinaryOperation:
-            return
-        left = update.left
-        if type(update.operator) is cst.Divide and type(left) is cst.BinaryOperation and type(left.operator) is cst.Add:
-            update = left  # a running mean: `mloss = (mloss * i + loss_items) / (i + 1)`
+        operands = self._joined_tensors(update)
+        if operands is None:
+            if type(update) is not cst.BinaryOperation:
+                return
+            left = update.left
+            if type(update.operator) is cst.Divide and type(left) is cst.BinaryOperation and type(left.operator) is cst.Add:
+                update = left  # a running mean: `mloss = (mloss * i + loss_items) / (i + 1)`
+            operands = (update.left, update.right)
         path = self.interp.path(self.frame, target)
         # `d[k] = d.get(k, 0) + x`: the key may be known (`k` bound from a dict
         # literal's keys) or computed at run time (no path of its own).
         container = self.interp.path(self.frame, target.value) if type(target) is cst.Subscript else None
         if path is None and container is None:
             return
-        operands = (update.left, update.right)
         others = [op for op in operands if not self._reads_accumulator(op, path, container)]
         if len(others) != 1:
             return
@@ -1475,6 +1477,16 @@ class _StmtContext:
         # The accumulator was re-bound by this very statement: undo its freshness.
         self.state.fresh.update(fresh_before)
         self._accumulation(target, added, value, others[0])
+
+    def _joined_tensors(self, update: cst.BaseExpression) -> list | None:
+        """The tensors `torch.cat((acc, out))` (or `stack`, `vstack`, `hstack`) joins: an
+        accumulator grown by re-binding, as `acc = acc + out` is."""
+        if type(update) is not cst.Call or not update.args:
+            return None
+        qualified = self.interp.program.imports.qualify(update.func) or ""
+        if qualified not in ("torch.cat", "torch.concat", "torch.stack", "torch.vstack", "torch.hstack"):
+            return None
+        return _tuple_elements(update.args[0].value)
 
     def _reads_accumulator(self, operand, path: str | None, container: str | None) -> bool:
         """Whether ``operand`` reads the accumulator: ``acc``, or for ``d[k]``: ``d[k]`` / ``d.get(k, 0)``;
