@@ -245,9 +245,7 @@ class _CallEvaluator:
             self._call_closure(event.closure)
         state = self.ctx.state  # after the closure: inlining it replaced the state
         local = dotted(event.optimizer)
-        models = self.program.optimizer_models(self.frame.scope, local) if local else set()
-        resolved = {self._resolve_dotted(m) for m in models}
-        resolved.discard(None)
+        resolved = self._optimized_models(self.frame, local) if local else set()
         if resolved:
             for origin in _built_by(self.interp.sites, state, resolved):
                 state.stepped.setdefault(origin, self.call)
@@ -259,9 +257,31 @@ class _CallEvaluator:
         elif type(closure) is cst.Name and closure.value in self.program.functions:
             self.inline(self.program.functions[closure.value], None, None)
 
-    def _resolve_dotted(self, local: str) -> str | None:
+    def _optimized_models(self, frame, local: str) -> set[str]:
+        """The paths of the modules whose parameters the optimizer ``local`` of ``frame``
+        updates; for a helper's parameter (`def apply_update(optimizer)`), those of the
+        caller's optimizer it is bound to."""
+        models = self.program.optimizer_models(frame.scope, local)
+        if models:
+            resolved = {self._resolve_dotted(frame, m) for m in models}
+            resolved.discard(None)
+            return resolved
         root, _, rest = local.partition(".")
-        base = self.interp.path(self.frame, cst.Name(root))
+        owner = frame.aliases.get(root)
+        if not owner:
+            return set()
+        frames = self.interp.frames
+        position = next((index for index, known in enumerate(frames) if known is frame), 0)
+        callers = frames[:position]
+        for outer in reversed(callers):
+            if owner.startswith(outer.prefix):
+                caller_local = owner[len(outer.prefix):] + (f".{rest}" if rest else "")
+                return self._optimized_models(outer, caller_local)
+        return set()
+
+    def _resolve_dotted(self, frame, local: str) -> str | None:
+        root, _, rest = local.partition(".")
+        base = self.interp.path(frame, cst.Name(root))
         if base is None:
             return None
         return f"{base}.{rest}" if rest else base
