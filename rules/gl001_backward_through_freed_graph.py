@@ -38,6 +38,7 @@ Reported at the later backward call.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 from graphlint.model import Diagnostic, ModuleModel
@@ -51,7 +52,8 @@ SUMMARY = "Backward through a graph that an earlier backward already freed."
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
     # Origins that reach a backward through recurrent state are GL002's to report, or
     # to leave alone when the loop cuts that state every few steps on purpose.
-    recurrent_sites = {o[0] for fact in reported_carries(model, deliberate=True).values() for o in fact.carried_value}
+    carried = {o for fact in reported_carries(model, deliberate=True).values() for o in fact.carried_value}
+    recurrent = _Recurrent({o[0] for o in carried}, carried)
     roots_of = {}
     for backward in model.facts.backwards:
         roots_of.setdefault(backward.call, set()).update(backward.roots)
@@ -59,12 +61,26 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
     for backward in model.facts.backwards:
         if backward.call in reported:
             continue
-        message = _freed_graph(model, backward, recurrent_sites, roots_of) or _stepped_graph(
-            model, backward, recurrent_sites
-        )
+        message = _freed_graph(model, backward, recurrent, roots_of) or _stepped_graph(model, backward, recurrent)
         if message:
             reported.add(backward.call)
             yield model.diagnostic(backward.call, message)
+
+
+@dataclass(frozen=True)
+class _Recurrent:
+    """What reaches backwards through recurrent state GL002 reports (or leaves alone)."""
+
+    sites: set  # sites of the carried values
+    origins: set  # the carried values themselves
+
+    def reaches(self, model: ModuleModel, backward, origin) -> bool:
+        """Whether ``origin`` reaches ``backward`` only through that state: an earlier
+        iteration's node of a carried site, or the state's initial value built before
+        the loop (`state = model.initial_state(n)`)."""
+        if origin[1] and origin[0] in self.sites:
+            return True
+        return origin in self.origins and backward.loop not in model.sites[origin[0]].loops
 
 
 def _evidenced(model: ModuleModel, backward, origin, roots) -> bool:
@@ -79,10 +95,10 @@ def _nearest(model, backward, hits: list):
     return model.nearest(hits, model.line(backward.call), site=lambda hit: hit[0][0])
 
 
-def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:
+def _freed_graph(model, backward, recurrent: _Recurrent, roots_of) -> str | None:
     hits = []
     for origin, earlier in backward.freed_hits.items():
-        if origin[1] and origin[0] in recurrent_sites:
+        if recurrent.reaches(model, backward, origin):
             continue  # reaches the backward only through recurrent state: GL002's finding
         if model.of_an_unknown_iteration(origin, backward.loop):
             continue
@@ -102,11 +118,11 @@ def _freed_graph(model, backward, recurrent_sites, roots_of) -> str | None:
     )
 
 
-def _stepped_graph(model, backward, recurrent_sites) -> str | None:
+def _stepped_graph(model, backward, recurrent: _Recurrent) -> str | None:
     hits = [
         (origin, step)
         for origin, step in backward.stepped_hits.items()
-        if not (origin[1] and origin[0] in recurrent_sites or model.of_an_unknown_iteration(origin, backward.loop))
+        if not (recurrent.reaches(model, backward, origin) or model.of_an_unknown_iteration(origin, backward.loop))
         and model.origin_is_graph(origin, roots=backward.roots)
     ]
     if not hits:
