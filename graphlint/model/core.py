@@ -12,7 +12,7 @@ from graphlint.model.positions import Positions
 from graphlint.model.program import Program
 from graphlint.model.relevance import Relevant, relevant_scopes, spell_scopes
 from graphlint.model.walk import analysing
-from graphlint.model.provenance import OUTER, AnalysisBudgetExceeded, Facts, Interpreter, Site
+from graphlint.model.provenance import OLDEST, OUTER, AnalysisBudgetExceeded, Facts, Interpreter, Site
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class ModuleModel:
         return text if len(text) <= 60 else text[:57] + "..."
 
     def of_an_unknown_iteration(self, origin, loop) -> bool:
-        """A node labelled OUTER of a site in a loop nested inside ``loop``.
+        """A node labelled OUTER (or OLDEST, see below) of a site in a loop nested inside ``loop``.
 
         The label means "an earlier iteration of a loop around the site's own":
         for `for epoch: for layer: for part: node = ...`, both the previous
@@ -87,10 +87,16 @@ class ModuleModel:
         own loop (`for episode: for t: saved.append(policy(s))`), the label can
         only mean an earlier iteration of ``loop``: that is known.
         """
-        if origin[1] != OUTER or loop is None or origin[0] < 0:
+        if loop is None or origin[0] < 0:
             return False
         site = self.sites[origin[0]]
-        if loop not in site.loops or loop in site.innermost:
+        if origin[1] == OLDEST and loop in site.loops:
+            # The oldest label merges every execution three or more back: when the site
+            # also runs in a loop nested in ``loop`` (an A2C rollout's forward, called
+            # again after the rollout), that is this iteration's rollout as much as an
+            # earlier iteration's graph.
+            return any(loop in chain and chain.index(loop) < len(chain) - 1 for chain in site.loop_chains)
+        if origin[1] != OUTER or loop not in site.loops or loop in site.innermost:
             return False
         return not site.loop_chains or any(
             loop in chain and len(chain) - chain.index(loop) > 2 for chain in site.loop_chains
