@@ -82,3 +82,75 @@ def run_by_the_module_alone(program: Program, spelled: dict[cst.CSTNode, Spelled
             referenced.add(node.value)
         stack.extend(children(node))
     return frozenset(program.functions[name] for name in called - referenced)
+
+
+def parameter_classes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> dict[tuple[str, str], str]:
+    """Parameters that every in-file call of their function binds to an instance of
+    one class of the file, as (scope key, parameter) -> class name.
+
+    `run_epoch(batches, model, SimpleLossCompute(gen, criterion, opt))`: analysed as
+    an entry point of its own, `loss_compute(out, y, n)` would be an unknown call
+    passing the output's graph on; every caller hands a `SimpleLossCompute`, whose
+    `__call__` the analysis can run. Only functions that call a parameter (or a
+    method of it) are looked at, and only when the function is never used but by
+    calls of its name with plain arguments.
+    """
+    candidates = {}
+    for name, func in program.functions.items():
+        scope = program.scopes[func]
+        used = {use_name for use_name, owner, _ in spelled[func].uses if owner is None}
+        used |= {owner for owner, _ in spelled[func].called_methods}
+        params = [param for param in scope.params if param in used]
+        if params:
+            candidates[name] = (scope, params)
+    if not candidates:
+        return {}
+    found: dict[tuple[str, str], str | None] = {}
+    for node, scope in program.scopes.items():
+        if not (spelled[node].words & candidates.keys()):
+            continue
+        for call, function in _calls_of(scope, candidates):
+            callee_scope, params = candidates[function]
+            bound = _bound_arguments(callee_scope.params, call) if call is not None else {}
+            for param in params:
+                cls = _class_built_or_held(program, scope, bound.get(param))
+                key = (callee_scope.key, param)
+                found[key] = cls if found.get(key, cls) == cls else None
+    return {key: cls for key, cls in found.items() if cls is not None}
+
+
+def _calls_of(scope, candidates: dict):
+    """(call, function name) for each call of a candidate in the scope's own code, and
+    (None, function name) where a candidate is named other than as a callee."""
+    stack = list(scope.body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            continue
+        if kind is cst.Call and type(node.func) is cst.Name and node.func.value in candidates:
+            yield node, node.func.value
+            stack.extend(arg.value for arg in node.args)
+            continue
+        if kind is cst.Name and node.value in candidates:
+            yield None, node.value  # handed on (`partial(run_epoch, ...)`): called unseen
+        stack.extend(children(node))
+
+
+def _bound_arguments(params: list[str], call: cst.Call) -> dict[str, cst.BaseExpression | None]:
+    """Parameter -> argument expression; None for every parameter when a `*`/`**` argument hides the binding."""
+    if any(arg.star for arg in call.args):
+        return {param: None for param in params}
+    bound = dict(zip(params, (arg.value for arg in call.args if arg.keyword is None)))
+    bound.update({arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None})
+    return bound
+
+
+def _class_built_or_held(program: Program, scope, expr: cst.BaseExpression | None) -> str | None:
+    """The class of the file an argument builds (`Model(...)`) or a name of the caller holds."""
+    if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value in program.classes:
+        return expr.func.value
+    if type(expr) is cst.Name:
+        cls = program.class_of_instance(program.kinds(scope, expr.value))
+        return cls.name if cls is not None else None
+    return None

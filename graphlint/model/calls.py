@@ -33,6 +33,7 @@ from graphlint.model.program import (
     ACCELERATOR,
     CONTAINER,
     ENGINE_SETUPS,
+    INSTANCE,
     MODULE,
     OPTIMIZER,
     RECORD_FACTORIES,
@@ -692,6 +693,13 @@ class _CallEvaluator:
                 expr = keyword_args[param]
             else:
                 continue
+            built = self._constructed_argument(expr)
+            if built is not None:
+                # `run_epoch(..., SimpleLossCompute(gen, crit, opt))`, `fit(Model())`: the
+                # parameter stands for that new instance, its class and attributes known.
+                bound[param] = EMPTY
+                aliases[param] = built
+                continue
             if type(expr) is cst.Call and ctx.site is not None:
                 # `loss_fn(model(x))`: the forward's output is a node of its own, which
                 # the helper's parameter holds (a bare NEW mark would be dropped).
@@ -760,6 +768,29 @@ class _CallEvaluator:
             exit_state = exit_state.copy()
         interp.forwards_run = forwards_before
         return self._inlined(func, outcome, exit_state)
+
+    def _constructed_argument(self, expr: cst.BaseExpression) -> str | None:
+        """For an argument that builds an instance of a class of the file (`Model()`),
+        the path the new instance lives at, its kind recorded; else None."""
+        if type(expr) is not cst.Call or type(expr.func) is not cst.Name:
+            return None
+        name, frame = expr.func.value, self.frame
+        cls = self.program.classes.get(name)
+        if cls is None or cls.is_record or name in frame.aliases or name in frame.local_defs:
+            return None
+        if name in frame.scope.locals and frame.scope.key != "<module>":
+            return None
+        local = f"<{name} built at {id(expr)}>"
+        path = frame.prefix + local
+        self.program.add_kind(frame.scope.key, local, INSTANCE + name)
+        if cls.is_module:
+            self.program.add_kind(frame.scope.key, local, MODULE)
+        saved, self.ctx.construct_target = self.ctx.construct_target, path
+        try:
+            self.ctx.eval(expr)
+        finally:
+            self.ctx.construct_target = saved
+        return path
 
     def _inlined(self, func, outcome: Inlined, exit_state: State) -> frozenset:
         """Continue the caller after an inlined helper (solved now or remembered),

@@ -1288,7 +1288,11 @@ class _StmtContext:
             return
         self.produced = max(self.produced, CERTAIN)
         self.leaf_created = True
-        self.state.set(path, self.materialise(frozenset({NEW})))
+        leaf = self.materialise(frozenset({NEW}))
+        self.state.set(path, leaf)
+        if type(tensor) is cst.Name and tensor.value in self.frame.iterating:
+            # `for w in weights: w.requires_grad_()`: the container holds leaves now.
+            self.state.add(self.frame.iterating[tensor.value], leaf)
 
     def _cut(self, path: str) -> None:
         if not self.interp.recording:
