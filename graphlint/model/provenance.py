@@ -1530,6 +1530,10 @@ class _StmtContext:
     def _accumulation(self, target, added: frozenset, stored: frozenset, operand=None) -> None:
         if not self.interp.recording or self.loop is None:
             return
+        if PARAMS in added and operand is not None and not _reads_only(operand) and self.site is not None:
+            # `shadow = 0.99 * shadow + 0.01 * p` outside no_grad: arithmetic on a
+            # parameter is a node of this statement (a parameter itself is a leaf).
+            added = (added - {PARAMS}) | {(self.site.id, 0)}
         path = self.interp.path(self.frame, target)
         if path is None and type(target) is cst.Subscript:
             path = self.interp.path(self.frame, target.value)
