@@ -138,6 +138,7 @@ class EventGraph:
         self.nodes: list[ENode] = []
         self.stack: list[cst.CSTNode] = []
         self._splices = 0
+        self._periodic_locals: dict[cst.CSTNode, dict] = {}  # scope node -> its periodic locals
         # The entry node of each splice -> the splice: each call binds its parameters anew.
         self.splice_entries: dict[int, int] = {}
         self._scopes_by_key = {scope.key: scope for scope in program.scopes.values()}
@@ -232,7 +233,10 @@ class EventGraph:
         the parameter stands for (`if update_grad:` with `(i + 1) % k == 0`)."""
         cfg = self._cfg(scope)
         self._constants = constants or {}
-        self._tests = {**_periodic_locals(scope, self.program.module.code_for_node), **(tests or {})}
+        periodic = self._periodic_locals.get(scope.node)
+        if periodic is None:
+            periodic = self._periodic_locals[scope.node] = _periodic_locals(scope, self.program.module.code_for_node)
+        self._tests = {**periodic, **(tests or {})}
         self._splices += 1
         constant = (self._splices, self._flag_names(scope))
         side = {

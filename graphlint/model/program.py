@@ -296,6 +296,26 @@ _RECORD_DECORATORS = ("dataclass", "dataclasses.dataclass", "attr.s", "attrs.def
 RECORD_FACTORIES = ("namedtuple", "NamedTuple")
 
 
+def _returned_tuple(func: cst.FunctionDef, size: int) -> list | None:
+    """The elements of the tuple display of ``size`` every `return` of ``func`` hands
+    back, when there is exactly one such `return` (its own code, closures aside)."""
+    found = []
+    stack = list(func.body.body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
+            continue
+        if kind is cst.Return:
+            found.append(node.value)
+        stack.extend(children(node))
+    if len(found) != 1 or type(found[0]) is not cst.Tuple or len(found[0].elements) != size:
+        return None
+    if any(type(element) is cst.StarredElement for element in found[0].elements):
+        return None
+    return [element.value for element in found[0].elements]
+
+
 def _declares_a_record(node: cst.ClassDef, bases: list[str]) -> bool:
     if any(type(stmt) is cst.FunctionDef and stmt.name.value == "__init__" for stmt in node.body.body):
         return False
@@ -478,6 +498,8 @@ class _KindCollector:
                     self._add(engine, MODULE)
                     self._add(engine, CLEARING_ENGINE)
                 return
+            if self._unpack_factory(target, value):
+                return
             # model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
             args = positional(value)
             if type(value.func) is cst.Attribute and value.func.attr.value == "prepare" and len(args) == len(target.elements):
@@ -494,6 +516,40 @@ class _KindCollector:
             self._add(path, kind)
             if models:
                 self.program.add_optimizer_models(self._key(path), path, models)
+
+    def _unpack_factory(self, target: cst.Tuple | cst.List, value: cst.Call) -> bool:
+        """`agent, optimizer = make_agent(cfg)` of a function of the file returning a
+        tuple of its locals: each target gets the kinds of the local it receives, an
+        optimizer the models it was built on (in the caller's names). Kinds of a
+        function defined further down the file are not known yet: nothing then."""
+        name = value.func.value if type(value.func) is cst.Name else None
+        func = self.program.functions.get(name) if name and name not in self.scope.locals else None
+        if func is None:
+            return False
+        parts = _returned_tuple(func, len(target.elements))
+        if parts is None:
+            return False
+        callee = self.program.scopes[func]
+        renamed = {dotted(part): dotted(element.value) for element, part in zip(target.elements, parts)}
+        renamed.pop(None, None)
+        in_callee = _KindCollector(self.program, callee)
+        for element, part in zip(target.elements, parts):
+            dest = dotted(element.value)
+            if not dest:
+                continue
+            # A returned local (`return agent, optimizer`) or a value built in the
+            # return itself (`return agent, Adam(agent.parameters())`).
+            source = dotted(part)
+            if source:
+                found = [(kind, self.program.optimizer_models(callee, source)) for kind in self.program.kinds(callee, source)]
+            else:
+                found = list(in_callee._kinds_of_value(part))
+            for kind, models in found:
+                self._add(dest, kind)
+                translated = {renamed.get(model) for model in models or ()}
+                if translated and None not in translated:
+                    self.program.add_optimizer_models(self._key(dest), dest, translated)
+        return True
 
     def _copy_models(self, source: str, dest: str) -> None:
         models = self.program.optimizer_models(self.scope, source)
