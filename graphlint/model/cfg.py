@@ -154,6 +154,8 @@ class _Context:
     # The ``if done:`` ending the body of the innermost ``while not done:``: its
     # branch leaves the loop (see _Builder.loop).
     leaves_loop: cst.If | None = None
+    # With ``returns_continue``: the header of the outermost loop, where a `return` goes.
+    next_call: int | None = None
 
     def inside(self, **changes) -> "_Context":
         return replace(self, **changes)
@@ -202,10 +204,11 @@ def grad_mode_set_by(stmt: cst.CSTNode) -> bool | None:
 
 
 class _Builder:
-    def __init__(self, cfg: CFG, peel: bool, joins: bool, bound: Iterable[str]) -> None:
+    def __init__(self, cfg: CFG, peel: bool, joins: bool, bound: Iterable[str], returns_continue: bool = False) -> None:
         self.cfg = cfg
         self.peel = peel
         self.joins = joins
+        self.returns_continue = returns_continue
         # Names bound by the statements built so far (in the order of the source),
         # and how many times each.
         self.bound: set[str] = set(bound)
@@ -264,6 +267,9 @@ class _Builder:
     def small(self, stmt: cst.BaseSmallStatement, preds: Dangling, ctx: _Context) -> Dangling:
         node = self.node(STMT, stmt, ctx, preds)
         self._bind(binds(stmt))
+        if type(stmt) is cst.Return and ctx.next_call is not None:
+            self.cfg.link(node, ctx.next_call, BACK)
+            return []
         if type(stmt) is cst.Return:
             self.cfg.link(node, self.cfg.exit)
             return []
@@ -372,6 +378,7 @@ class _Builder:
         inner = ctx.inside(
             loops=ctx.loops + (header,), break_edges=breaks, continue_target=header,
             leaves_loop=_ending_test(stmt),
+            next_call=header if self.returns_continue and ctx.next_call is None else ctx.next_call,
         )
         if self.joins:
             inner = inner.inside(loop_assigned=ctx.loop_assigned | assigned_names([stmt], imports=True))
@@ -439,14 +446,16 @@ def _ending_test(loop: cst.For | cst.While) -> cst.If | None:
 
 def build_cfg(
     body: Iterable[cst.CSTNode], no_grad: bool = False, peel: bool = False, joins: bool = False,
-    bound: Iterable[str] = (),
+    bound: Iterable[str] = (), returns_continue: bool = False,
 ) -> CFG:
     """The CFG of ``body``; with ``peel``, loops that test for their first iteration
     (``if t == 0:``) get that iteration as a separate copy of the body; with
     ``joins``, the branches of each ``if`` meet at a JOIN node. ``bound``: the
-    names bound when the body starts (a function's parameters)."""
+    names bound when the body starts (a function's parameters). With
+    ``returns_continue``, the body is one loop around a function's body (a
+    per-batch hook) and a `return` goes on to that loop's next iteration."""
     cfg = CFG()
-    builder = _Builder(cfg, peel, joins, bound)
+    builder = _Builder(cfg, peel, joins, bound, returns_continue)
     exits = builder.block(body, [(cfg.entry, None)], _Context(no_grad=no_grad))
     for src, label in exits:
         cfg.link(src, cfg.exit, label)

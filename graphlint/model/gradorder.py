@@ -163,7 +163,9 @@ class EventGraph:
     def _cfg(self, scope: Scope) -> CFG:
         key = ("cfg", id(scope.node))
         if key not in self.cache:
-            self.cache[key] = build_cfg(scope.body, no_grad=scope.no_grad)
+            # (A per-batch hook's scope is a synthetic loop: its `return` ends one call.)
+            hook = type(scope.node) is cst.For
+            self.cache[key] = build_cfg(scope.body, no_grad=scope.no_grad, returns_continue=hook)
         return self.cache[key]
 
     def _flag_names(self, scope: Scope) -> frozenset[str]:
@@ -1435,9 +1437,12 @@ def analyse_order(program: Program, code, line=lambda node: 0, entry_points=None
     """
     violations: list[Violation] = []
     cache: dict = {}
+    hooks = _per_batch_hooks(program)
     for scope in program.scopes.values():
         if entry_points is not None and scope.node not in entry_points:
             continue
+        if scope.node in hooks:
+            scope = _as_loop_body(scope)
         graph = EventGraph(program, cache)
         graph.root = scope
         entry, _ = graph.expand(scope, {}, 0, None, False)
@@ -1447,6 +1452,44 @@ def analyse_order(program: Program, code, line=lambda node: 0, entry_points=None
         analysis.line = line
         violations.extend(analysis.run())
     return violations
+
+
+def _per_batch_hooks(program: Program) -> set[cst.CSTNode]:
+    """Functions a framework runs once per batch, whose body is a loop body: the
+    `training_step` of a LightningModule (under manual optimization it backwards,
+    steps and must zero_grad itself) and the process function of an ignite Engine."""
+    hooks = set()
+    for cls in program.classes.values():
+        found = program.method(cls, "training_step")
+        if found is not None and any(
+            (program.imports.qualify_path(base) or base).endswith("LightningModule")
+            for ancestor in program.lineage(cls)
+            for base in ancestor.bases
+        ):
+            hooks.add(found[1])
+    for node in descendants(program.module):
+        if type(node) is cst.Call and node.args and (program.imports.qualify(node.func) or "") in _ENGINES:
+            process = node.args[0].value
+            if type(process) is cst.Name and process.value in program.functions:
+                hooks.add(program.functions[process.value])
+    return hooks
+
+
+# Engines that call the function they are given once per batch.
+_ENGINES = ("ignite.engine.Engine", "ignite.engine.engine.Engine")
+
+
+def _as_loop_body(scope: Scope) -> Scope:
+    """The scope of a per-batch hook as the body of a loop over batches, its batch index
+    (`training_step(self, batch, batch_idx)`) the loop's counter."""
+    params = [param for param in scope.params if param not in ("self", "cls")]
+    counter = params[1] if len(params) > 1 else "_"
+    batches = cst.Call(func=cst.Name("range"), args=[cst.Arg(cst.Name("batches"))])
+    loop = cst.For(target=cst.Name(counter), iter=batches, body=scope.node.body)
+    wrapped = Scope(scope.key, loop, [loop], scope.cls, scope.params, scope.locals | {counter})
+    wrapped.assigned = scope.assigned | {counter}
+    wrapped.no_grad = scope.no_grad
+    return wrapped
 
 
 def _has_pre_header(cfg: CFG, header) -> bool:
