@@ -1467,6 +1467,8 @@ def _per_batch_hooks(program: Program) -> set[cst.CSTNode]:
             for base in ancestor.bases
         ):
             hooks.add(found[1])
+    if not any(full.startswith("ignite") for full in program.imports.aliases.values()):
+        return hooks  # (no walk over a file that cannot build an Engine)
     for node in descendants(program.module):
         if type(node) is cst.Call and node.args and (program.imports.qualify(node.func) or "") in _ENGINES:
             process = node.args[0].value
