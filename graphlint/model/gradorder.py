@@ -138,7 +138,6 @@ class EventGraph:
         self.nodes: list[ENode] = []
         self.stack: list[cst.CSTNode] = []
         self._splices = 0
-        self._periodic_locals: dict[cst.CSTNode, dict] = {}  # scope node -> its periodic locals
         # The entry node of each splice -> the splice: each call binds its parameters anew.
         self.splice_entries: dict[int, int] = {}
         self._scopes_by_key = {scope.key: scope for scope in program.scopes.values()}
@@ -235,10 +234,10 @@ class EventGraph:
         the parameter stands for (`if update_grad:` with `(i + 1) % k == 0`)."""
         cfg = self._cfg(scope)
         self._constants = constants or {}
-        periodic = self._periodic_locals.get(scope.node)
-        if periodic is None:
-            periodic = self._periodic_locals[scope.node] = _periodic_locals(scope, self.program.module.code_for_node)
-        self._tests = {**periodic, **(tests or {})}
+        key = ("periodic", id(scope.node))
+        if key not in self.cache:
+            self.cache[key] = _periodic_locals(cfg, self.program.module.code_for_node)
+        self._tests = {**self.cache[key], **(tests or {})}
         self._splices += 1
         constant = (self._splices, self._flag_names(scope))
         side = {
@@ -682,32 +681,52 @@ def _calls_and_grad_writes(root, fors: tuple = ()):
 _GRAD_OVERWRITES = ("zero_", "fill_", "copy_")
 
 
-def _periodic_locals(scope: Scope, code) -> dict[str, cst.BaseExpression]:
+def _periodic_locals(cfg: CFG, code) -> dict[str, cst.BaseExpression]:
     """Locals bound once, to a periodic test of counters the scope never `+=`s (loop
     variables, the same all through an iteration): `sync = (i + 1) % k == 0` then
-    `if sync:` tests what `if (i + 1) % k == 0:` would."""
+    `if sync:` tests what `if (i + 1) % k == 0:` would. Read off the statements of
+    the scope's CFG, and only for names its tests use."""
+    tested = set()
+    for node in cfg.nodes:
+        if node.kind in (IF, WHILE):
+            tested |= _tested_names(node.stmt.test)
+    if not tested:
+        return {}
     bound: dict[str, list] = {}
     incremented: set[str] = set()
-    for node in _scope_nodes(scope):
-        if type(node) is cst.Assign:
-            for target in node.targets:
-                for name in bound_names(target.target):
-                    bound.setdefault(name, []).append(node.value if type(target.target) is cst.Name else None)
-        elif type(node) is cst.AugAssign and type(node.target) is cst.Name:
-            incremented.add(node.target.value)
-        elif type(node) is cst.AnnAssign and type(node.target) is cst.Name:
-            bound.setdefault(node.target.value, []).append(None)
-        elif type(node) in (cst.For, cst.CompFor):
-            for name in bound_names(node.target):
+    for node in cfg.nodes:
+        stmt = node.stmt
+        if node.kind == FOR:
+            for name in bound_names(stmt.target):
                 bound.setdefault(name, []).append(None)
+        elif type(stmt) is cst.Assign:
+            for target in stmt.targets:
+                for name in bound_names(target.target):
+                    bound.setdefault(name, []).append(stmt.value if type(target.target) is cst.Name else None)
+        elif type(stmt) is cst.AugAssign and type(stmt.target) is cst.Name:
+            incremented.add(stmt.target.value)
+        elif type(stmt) is cst.AnnAssign and type(stmt.target) is cst.Name:
+            bound.setdefault(stmt.target.value, []).append(None)
     found = {}
-    for name, values in bound.items():
+    for name in tested:
+        values = bound.get(name, ())
         if len(values) != 1 or values[0] is None:
             continue
         found_atoms = atoms(values[0], code)
         if found_atoms and not any(atom.key[0] in incremented for atom in found_atoms):
             found[name] = values[0]
     return found
+
+
+def _tested_names(test: cst.BaseExpression) -> set[str]:
+    """The names a test is made of through `not`, `and` and `or` (what _substituted replaces)."""
+    if type(test) is cst.Name:
+        return {test.value}
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return _tested_names(test.expression)
+    if type(test) is cst.BooleanOperation:
+        return _tested_names(test.left) | _tested_names(test.right)
+    return set()
 
 
 def _substituted(test: cst.BaseExpression, tests: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
@@ -722,16 +741,6 @@ def _substituted(test: cst.BaseExpression, tests: dict[str, cst.BaseExpression])
         left, right = _substituted(test.left, tests), _substituted(test.right, tests)
         return test if (left, right) == (test.left, test.right) else test.with_changes(left=left, right=right)
     return test
-
-
-def _scope_nodes(scope: Scope):
-    """The nodes of a scope's own code (nested functions and classes left out)."""
-    stack = list(scope.body)
-    while stack:
-        node = stack.pop()
-        yield node
-        if type(node) not in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-            stack.extend(children(node))
 
 
 def _overwritten_gradient(call: cst.Call) -> str:
