@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from graphlint.model.names import bound_arguments
 from graphlint.model.program import Program
 from graphlint.model.relevance import Spelled
 from graphlint.model.walk import children
@@ -111,7 +112,7 @@ def parameter_classes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> 
             continue
         for call, function in _calls_of(scope, candidates):
             callee_scope, params = candidates[function]
-            bound = _bound_arguments(callee_scope.params, call) if call is not None else {}
+            bound = (bound_arguments(callee_scope.params, call) if call is not None else None) or {}
             for param in params:
                 cls = _class_built_or_held(program, scope, bound.get(param))
                 key = (callee_scope.key, param)
@@ -135,15 +136,6 @@ def _calls_of(scope, candidates: dict):
         if kind is cst.Name and node.value in candidates:
             yield None, node.value  # handed on (`partial(run_epoch, ...)`): called unseen
         stack.extend(children(node))
-
-
-def _bound_arguments(params: list[str], call: cst.Call) -> dict[str, cst.BaseExpression | None]:
-    """Parameter -> argument expression; None for every parameter when a `*`/`**` argument hides the binding."""
-    if any(arg.star for arg in call.args):
-        return {param: None for param in params}
-    bound = dict(zip(params, (arg.value for arg in call.args if arg.keyword is None)))
-    bound.update({arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None})
-    return bound
 
 
 def _class_built_or_held(program: Program, scope, expr: cst.BaseExpression | None) -> str | None:

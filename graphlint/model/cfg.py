@@ -180,14 +180,18 @@ def grad_mode_of_with(with_stmt: cst.With, current: bool) -> bool:
             mode = True
         elif _is_grad_mode_call(expr, ("enable_grad",)):
             mode = False
-        elif (
-            type(expr) is cst.Call
-            and _is_grad_mode_call(expr, ("set_grad_enabled",))
-            and expr.args
-            and type(expr.args[0].value) is cst.Name
-        ):
-            mode = {"False": True, "True": False}.get(expr.args[0].value.value, mode)
+        elif type(expr) is cst.Call and _is_grad_mode_call(expr, ("set_grad_enabled",)):
+            literal = _disables_grad(expr)
+            mode = mode if literal is None else literal
     return mode
+
+
+def _disables_grad(call: cst.Call) -> bool | None:
+    """`set_grad_enabled(False)`: True; `(True)`: False; anything else: None (unknown)."""
+    value = call.args[0].value if call.args else None
+    if type(value) is not cst.Name or value.value not in ("True", "False"):
+        return None
+    return value.value == "False"
 
 
 def grad_mode_set_by(stmt: cst.CSTNode) -> bool | None:
@@ -197,10 +201,7 @@ def grad_mode_set_by(stmt: cst.CSTNode) -> bool | None:
     call = stmt.body[0].value
     if type(call) is not cst.Call or not _is_grad_mode_call(call, ("set_grad_enabled",)) or len(call.args) != 1:
         return None
-    value = call.args[0].value
-    if type(value) is not cst.Name or value.value not in ("True", "False"):
-        return None
-    return value.value == "False"
+    return _disables_grad(call)
 
 
 class _Builder:

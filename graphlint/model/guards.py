@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from graphlint.model.branches import immediate_post_dominators, region
-from graphlint.model.names import bound_names, dotted, positional
+from graphlint.model.names import bound_arguments, bound_names, dotted, positional
 from graphlint.model.walk import children
 
 if TYPE_CHECKING:
@@ -209,11 +209,8 @@ def literal_arguments(func, params: list[str], call: cst.Call) -> dict:
             default = param.default
             if type(default) is cst.Name and default.value in _LITERALS:
                 values[param.name.value] = _LITERALS[default.value]
-    passed = dict(zip(params, positional(call)))
-    passed.update(
-        {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
-    )
-    if any(arg.star for arg in call.args):
+    passed = bound_arguments(params, call)
+    if passed is None:
         return {}  # *args / **kwargs: which parameter gets what is unknown
     for name, value in passed.items():
         if type(value) is cst.Name and value.value in _LITERALS:
@@ -226,10 +223,7 @@ def literal_arguments(func, params: list[str], call: cst.Call) -> dict:
 def periodic_arguments(params: list[str], call: cst.Call, code) -> dict[str, cst.BaseExpression]:
     """Helper parameters bound to a periodic test at this call
     (``backward_and_maybe_step(loss, opt, update_grad=(i + 1) % k == 0)``)."""
-    if any(arg.star for arg in call.args):
-        return {}
-    passed = dict(zip(params, positional(call)))
-    passed.update({arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None})
+    passed = bound_arguments(params, call) or {}
     return {name: value for name, value in passed.items() if periodic(value, code) is not None}
 
 

@@ -291,6 +291,16 @@ def positional(call: cst.Call) -> list[cst.BaseExpression]:
     return [arg.value for arg in call.args if arg.keyword is None and not arg.star]
 
 
+def bound_arguments(params: list[str], call: cst.Call) -> dict[str, cst.BaseExpression] | None:
+    """Parameter -> the argument this call passes it; None when a `*`/`**` argument
+    hides which parameter gets what."""
+    if any(arg.star for arg in call.args):
+        return None
+    passed = dict(zip(params, positional(call)))
+    passed.update({arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None})
+    return passed
+
+
 def is_true(expr: cst.BaseExpression | None) -> bool:
     return type(expr) is cst.Name and expr.value == "True"
 

@@ -965,8 +965,8 @@ class _StmtContext:
                 self.assign(target, self.materialise(self.eval(operand)))  # `buf.copy_(v)`: `buf = v`
         elif type(stmt) is cst.Return:
             if stmt.value is not None:
-                elements = _tuple_elements(stmt.value) or _concatenated_elements(stmt.value)
                 parts = self.tuple_parts(stmt.value)
+                elements = None if parts is not None else _tuple_elements(stmt.value) or _concatenated_elements(stmt.value)
                 if parts is not None:
                     # `return net(v1).mean(), net(v2).mean()`: two computations, two nodes
                     # (backwarding one frees nothing of the other), as `a, b = ...` binds them.
@@ -1425,12 +1425,15 @@ class _StmtContext:
         if type(target) is not cst.Subscript:
             return False
         container = self.interp.path(self.frame, target.value)
-        return container is not None and any(
+        return container is not None and any(self._looks_up(node, container) for node in descendants(value))
+
+    def _looks_up(self, node: cst.CSTNode, container: str) -> bool:
+        """`d.get(k, 0)` / `d.setdefault(k, 0)` of the dict at ``container``: a read of its item."""
+        return (
             type(node) is cst.Call
             and type(node.func) is cst.Attribute
             and node.func.attr.value in ("get", "setdefault")
             and self.interp.path(self.frame, node.func.value) == container
-            for node in descendants(value)
         )
 
     def runs_every_iteration(self) -> bool:
@@ -1505,9 +1508,7 @@ class _StmtContext:
             return False
         if type(operand) is cst.Subscript:
             return path is None and self.interp.path(self.frame, operand.value) == container
-        if type(operand) is cst.Call and type(operand.func) is cst.Attribute and operand.func.attr.value in ("get", "setdefault"):
-            return self.interp.path(self.frame, operand.func.value) == container
-        return False
+        return self._looks_up(operand, container)
 
     def read_paths(self, expr: cst.BaseExpression | None, arguments: bool = False) -> frozenset[str]:
         """The variables (names, attributes, items) an expression reads, outermost only;
