@@ -19,7 +19,6 @@ _EXPECT = re.compile(r"expect:\s*((?:GL\d{3}\s*,?\s*)+)")
 # Shapes the analysis does not get right yet. Strict: when one starts passing, the
 # test fails until it is removed from this list, so the list cannot go stale.
 KNOWN_GAPS = {
-    "clean/gl002_detach_hidden_method_recursive.py": "false positive: recursive detach method",
     "clean/gl001_forward_returns_own_parameter.py": "false positive: a call of a module of the file is a node of "
         "its own even when its forward only returns its Parameter (`return canvas(), optimizer`), so the loop frees it; "
         "dropping that node broke recurrent-state detection, which relies on the call's own node (out, h = rnn(x, h))",

@@ -171,6 +171,10 @@ class _CallEvaluator:
             self.ctx.eval(event.owner)
             return EMPTY
         func = call.func
+        if self._class_of_a_value(func):
+            # `type(state)(detach(s) for s in state)`: the container rebuilt, a
+            # constructor of what it holds, no forward.
+            return self.args_value()
         if type(func) is cst.Attribute:
             return self.method_call(func)
         if type(func) is cst.Name:
@@ -178,6 +182,17 @@ class _CallEvaluator:
         # self.layers[i](x), make_model()(x), ...
         callee_value = ctx.eval(func)
         return callee_value | self.args_value() | self.forward(LIKELY, None)
+
+    def _class_of_a_value(self, func: cst.BaseExpression) -> bool:
+        """Whether ``func`` is `type(x)` (the builtin) or `x.__class__`."""
+        if type(func) is cst.Attribute:
+            return func.attr.value == "__class__"
+        if type(func) is not cst.Call or type(func.func) is not cst.Name or func.func.value != "type":
+            return False
+        frame = self.frame
+        return len(func.args) == 1 and "type" not in frame.aliases and "type" not in frame.scope.locals and (
+            "type" not in self.program.scopes[self.program.module].locals
+        )
 
     # ----- events -----
     def backward(self, event: ev.BackwardCall) -> frozenset:
