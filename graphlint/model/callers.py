@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphlint.model.names import bound_arguments
+from graphlint.model.names import bound_arguments, dotted
 from graphlint.model.program import Program
 from graphlint.model.relevance import Spelled
 from graphlint.model.walk import children
@@ -95,15 +95,31 @@ def parameter_classes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> 
     `__call__` the analysis can run. Only functions that call a parameter (or a
     method of it) are looked at, and only when the function is never used but by
     calls of its name with plain arguments.
+
+    Likewise the parameters a class's `__init__` keeps on the instance, with the
+    attributes that keep them: `Trainer(model, Criterion())` storing
+    `self.criterion = criterion` makes `self.criterion(model, sample)` a call the
+    analysis can run, as if `__init__` had built the `Criterion()` itself.
     """
-    candidates = {}
+    # name called -> (callee scope, parameters looked at, the parameters a call binds)
+    candidates: dict[str, tuple] = {}
     for name, func in program.functions.items():
         scope = program.scopes[func]
         used = {use_name for use_name, owner, _ in spelled[func].uses if owner is None}
         used |= {owner for owner, _ in spelled[func].called_methods}
         params = [param for param in scope.params if param in used]
         if params:
-            candidates[name] = (scope, params)
+            candidates[name] = (scope, params, scope.params)
+    kept: dict[tuple[str, str], list[str]] = {}  # (scope key, parameter) -> attributes keeping it
+    for name, info in program.classes.items():
+        init = info.methods.get("__init__")
+        if init is None or info.is_record or name in candidates:
+            continue
+        scope = program.scopes[init]
+        attributes = _kept_on_self(scope)
+        if attributes:
+            candidates[name] = (scope, list(attributes), scope.params[1:])
+            kept.update(((scope.key, param), [(name, path) for path in paths]) for param, paths in attributes.items())
     if not candidates:
         return {}
     found: dict[tuple[str, str], str | None] = {}
@@ -111,13 +127,39 @@ def parameter_classes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> 
         if not (spelled[node].words & candidates.keys()):
             continue
         for call, function in _calls_of(scope, candidates):
-            callee_scope, params = candidates[function]
-            bound = (bound_arguments(callee_scope.params, call) if call is not None else None) or {}
+            callee_scope, params, signature = candidates[function]
+            bound = (bound_arguments(signature, call) if call is not None else None) or {}
             for param in params:
                 cls = _class_built_or_held(program, scope, bound.get(param))
                 key = (callee_scope.key, param)
                 found[key] = cls if found.get(key, cls) == cls else None
-    return {key: cls for key, cls in found.items() if cls is not None}
+    classes = {key: cls for key, cls in found.items() if cls is not None}
+    for key, cls in list(classes.items()):
+        classes.update((attribute, cls) for attribute in kept.get(key, ()))
+    return classes
+
+
+def _kept_on_self(scope) -> dict[str, list[str]]:
+    """The parameters an `__init__`'s own statements store on the instance
+    (`self.criterion = criterion`, `self.model, self.loss = model, loss`), with
+    the attribute paths; a parameter re-bound anywhere in the body is left out."""
+    kept: dict[str, list[str]] = {}
+    params = set(scope.params[1:]) - scope.assigned
+    for stmt in scope.body:
+        if type(stmt) is not cst.SimpleStatementLine:
+            continue
+        for small in stmt.body:
+            if type(small) is not cst.Assign or len(small.targets) != 1:
+                continue
+            target, value = small.targets[0].target, small.value
+            pairs = [(target, value)]
+            if type(target) is cst.Tuple and type(value) is cst.Tuple and len(target.elements) == len(value.elements):
+                pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
+            for part, held in pairs:
+                path = dotted(part)
+                if type(held) is cst.Name and held.value in params and path and path.count(".") == 1 and path.startswith("self."):
+                    kept.setdefault(held.value, []).append(path)
+    return kept
 
 
 def _calls_of(scope, candidates: dict):
