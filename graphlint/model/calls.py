@@ -592,10 +592,14 @@ class _CallEvaluator:
             return
         self.ctx.state.set(path, EMPTY)
         self.ctx._cut(path)
+        # `net.memory.detach_()` each iteration bounds what `self.memory = self.memory + m`
+        # can accumulate, as `net.memory = net.memory.detach()` would.
+        self.ctx.record_reset(path)
         if type(owner) is cst.Name and owner.value in self.frame.iterating:
             container = self.frame.iterating[owner.value]
             self.ctx.state.set(container, EMPTY)
             self.ctx._cut(container)
+            self.ctx.record_reset(container)
 
     def container_add(self, owner: cst.BaseExpression, added: frozenset, method: str) -> None:
         if type(owner) is cst.Call and type(owner.func) is cst.Attribute and owner.func.attr.value == "setdefault":

@@ -1411,10 +1411,16 @@ class _StmtContext:
                 continue
             # `d = {k: 0 for k in d}` reads only d's keys: still a reset.
             if _fresh_container(value) or not self._reads_its_own_value(target, path, value):
-                for loop in self.loop_keys:
-                    self.interp.facts.reset_paths.setdefault(loop, set()).add(path)
-                if self.runs_every_iteration():
-                    self.interp.facts.every_iteration_resets.setdefault(self.loop, set()).add(path)
+                self.record_reset(path)
+
+    def record_reset(self, path: str) -> None:
+        """``path`` starts over here (re-assigned, or detached in place) in the loops around."""
+        if not self.interp.recording or self.loop is None:
+            return
+        for loop in self.loop_keys:
+            self.interp.facts.reset_paths.setdefault(loop, set()).add(path)
+        if self.runs_every_iteration():
+            self.interp.facts.every_iteration_resets.setdefault(self.loop, set()).add(path)
 
     def _reads_its_own_value(self, target: cst.BaseExpression, path: str, value: cst.BaseExpression) -> bool:
         """Whether the value assigned to ``path`` reads it: ``acc + x``, and for ``d[k]``
