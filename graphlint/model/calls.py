@@ -59,6 +59,8 @@ from graphlint.model.provenance import (
 # Methods returning (part of) the receiver's content.
 _CONTAINER_READS = frozenset({"get", "pop", "values", "items", "copy", "popleft", "clone", "contiguous"})
 _NON_TORCH_CUTTING_ROOTS = ("math.", "numpy.", "np.", "random.", "time.", "os.", "json.", "logging.", "wandb.")
+# Packages whose calls hand back (an iterator or a container of) what they are given.
+_PASSING_ROOTS = ("collections.", "itertools.", "tqdm.", "rich.progress.")
 
 
 class _CallEvaluator:
@@ -403,8 +405,9 @@ class _CallEvaluator:
         ):
             self.args_value()
             return EMPTY
-        if qualified.startswith("collections."):
-            # `defaultdict(list)`, `deque(losses, maxlen=k)`: a container of what it is given.
+        if qualified.startswith(_PASSING_ROOTS):
+            # `defaultdict(list)`, `deque(losses, maxlen=k)`: a container of what it is
+            # given; `pbar = tqdm(loader)`, `islice(loader, n)`: an iterator over it.
             return self.args_value()
         if last_part(qualified) == "Tensor" or last_part(qualified)[:1].isupper():
             return self.maybe_leaf_constructor()
