@@ -658,6 +658,11 @@ class _CallEvaluator:
             # byte encoder returning `torch.tensor(ids)`; `def forward(self): return
             # self.embeds` (a ParameterDict) hands out its own parameters.
             return result
+        if not result and not cls.is_module:
+            # A loss-compute object whose `__call__` backwards, steps and returns
+            # `loss.item()`: followed to the end, it hands back no graph (the forwards
+            # it ran, its arguments' included, stay behind it).
+            return result
         return result | self.forward(strength, callee)
 
     def construct(self, cls) -> frozenset:
