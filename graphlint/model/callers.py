@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from graphlint.model.names import bound_arguments, dotted
-from graphlint.model.program import Program
+from graphlint.model.names import bound_arguments
+from graphlint.model.program import Program, attribute_assignments
 from graphlint.model.relevance import Spelled
 from graphlint.model.walk import children
 
@@ -140,25 +140,14 @@ def parameter_classes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> 
 
 
 def _kept_on_self(scope) -> dict[str, list[str]]:
-    """The parameters an `__init__`'s own statements store on the instance
-    (`self.criterion = criterion`, `self.model, self.loss = model, loss`), with
-    the attribute paths; a parameter re-bound anywhere in the body is left out."""
+    """The parameters an `__init__` stores on the instance (`self.criterion =
+    criterion`, `self.model, self.loss = model, loss`), with the attribute paths;
+    a parameter the body re-binds is left out."""
     kept: dict[str, list[str]] = {}
     params = set(scope.params[1:]) - scope.assigned
-    for stmt in scope.body:
-        if type(stmt) is not cst.SimpleStatementLine:
-            continue
-        for small in stmt.body:
-            if type(small) is not cst.Assign or len(small.targets) != 1:
-                continue
-            target, value = small.targets[0].target, small.value
-            pairs = [(target, value)]
-            if type(target) is cst.Tuple and type(value) is cst.Tuple and len(target.elements) == len(value.elements):
-                pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
-            for part, held in pairs:
-                path = dotted(part)
-                if type(held) is cst.Name and held.value in params and path and path.count(".") == 1 and path.startswith("self."):
-                    kept.setdefault(held.value, []).append(path)
+    for path, value in attribute_assignments(scope.body):
+        if type(value) is cst.Name and value.value in params:
+            kept.setdefault(value.value, []).append(path)
     return kept
 
 

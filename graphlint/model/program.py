@@ -651,20 +651,7 @@ class _KindCollector:
 
     def _attributes_holding(self, name: str) -> set[str]:
         """The `self.<attr>` paths this method assigns the local ``name`` to."""
-        found = set()
-        stack = list(self.scope.body)
-        while stack:
-            node = stack.pop()
-            kind = type(node)
-            if kind is cst.FunctionDef or kind is cst.ClassDef:
-                continue
-            if kind is cst.Assign and type(node.value) is cst.Name and node.value.value == name:
-                for target in node.targets:
-                    path = dotted(target.target)
-                    if path and path.startswith("self.") and path.count(".") == 1:
-                        found.add(path)
-            stack.extend(children(node))
-        return found
+        return {path for path, value in attribute_assignments(self.scope.body) if type(value) is cst.Name and value.value == name}
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -801,6 +788,30 @@ _CONTAINER_TYPES = frozenset({"list", "dict", "set", "defaultdict", "OrderedDict
 # Other frameworks' autograd (mxnet's `l.backward()`, ...) follows other rules.
 _OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "mindspore", "oneflow", "keras"})
 _OPTIMIZER_NAMES = frozenset({"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS"})
+
+
+def attribute_assignments(body):
+    """(`self.<attr>`, value) for each assignment of the statements to an attribute of
+    self, the parts of `self.model, self.clip = model, clip` included (nested
+    functions and classes left out)."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            continue
+        if kind is cst.Assign:
+            value = node.value
+            for target in node.targets:
+                target = target.target
+                pairs = [(target, value)]
+                if type(target) is cst.Tuple and type(value) is cst.Tuple and len(target.elements) == len(value.elements):
+                    pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
+                for part, held in pairs:
+                    path = dotted(part)
+                    if path and path.startswith("self.") and path.count(".") == 1:
+                        yield path, held
+        stack.extend(children(node))
 
 
 def _first_assignments(body) -> dict[str, cst.BaseExpression]:
