@@ -178,11 +178,21 @@ class State:
             if mine is value:
                 continue  # copies share their values: the common case, and free
             if mine is None:
+                if "[" in key:
+                    value = value | _unkept_item(self.env, key)
                 env[key] = value
                 changed = True
             elif not value <= mine:
                 env[key] = mine | value
                 changed = True
+        if self.item_keys:
+            for key in self.item_keys:
+                mine = env.get(key)
+                if mine is not None and key not in other.env:
+                    theirs = _unkept_item(other.env, key)
+                    if not theirs <= mine:
+                        env[key] = mine | theirs
+                        changed = True
         if other.item_keys is not self.item_keys and not other.item_keys <= self.item_keys:
             self.item_keys = self.item_keys | other.item_keys
         for name in ("freed", "traversed", "stepped"):
@@ -1820,6 +1830,15 @@ def _is_integer(expr: cst.BaseExpression) -> bool:
     if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus:
         expr = expr.expression
     return type(expr) is cst.Integer
+
+
+def _unkept_item(env: dict[str, frozenset], key: str) -> frozenset:
+    """What the item path ``key`` reads in a state that keeps no value for it: its
+    container's value, as one element (see _eval_Subscript). A join must keep it:
+    `hidden = (h0, c0)` before the loop keeps `hidden['0']`, which the loop's
+    `out, hidden = lstm(x, hidden)` drops; after the join, `hidden[0]` may be either."""
+    container = env.get(key[: key.rfind("[")], EMPTY)
+    return container | {ELEMENT} if container else EMPTY
 
 
 def item_path(base: str, key: str) -> str:
