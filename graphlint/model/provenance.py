@@ -958,7 +958,8 @@ class _StmtContext:
                 self._split_keys(target.target, stmt.value)
                 if type(stmt.value) is cst.Call and self.passed_through is not stmt.value:
                     self._keep_returned_parts(target.target, self.evaluated)
-            self._check_rebinding_accumulation(stmt, value, fresh_before)
+            if len(stmt.targets) == 1:
+                self._check_rebinding_accumulation(stmt.targets[0].target, stmt.value, value, fresh_before)
         elif type(stmt) is cst.AnnAssign:
             if stmt.value is not None:
                 self.assign(stmt.target, self.materialise(self.eval(stmt.value)))
@@ -1066,7 +1067,14 @@ class _StmtContext:
                 for item, element in zip(targets, elements):
                     self.assign(item, self.element_node(element))
                 return True
-            values = [self.eval(e) for e in elements]
+            values = self.materialise_each([self.eval(e) for e in elements])
+            fresh_before = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
+            for item, element, value in zip(targets, elements, values):
+                self.assign(item, value)
+            for item, element, value in zip(targets, elements, values):
+                # `rec_sum, kl_sum = rec_sum + rec, kl_sum + kl`: two running sums.
+                self._check_rebinding_accumulation(item, element, value, fresh_before)
+            return True
         elif type(value_expr) in (cst.Name, cst.Attribute):
             # `loss, n = result`, the parts of a tuple a helper returned (see _keep_returned_parts).
             base = self.interp.path(self.frame, value_expr)
@@ -1472,13 +1480,12 @@ class _StmtContext:
                     blocks.append(line.body.body)
         return False
 
-    def _check_rebinding_accumulation(self, stmt: cst.Assign, value: frozenset, fresh_before: dict) -> None:
+    def _check_rebinding_accumulation(
+        self, target: cst.BaseExpression, value_expr: cst.BaseExpression, value: frozenset, fresh_before: dict
+    ) -> None:
         """``acc = acc + x`` accumulates like ``acc += x``; so do ``d[k] = d.get(k, 0) + x`` and
         a running mean, ``acc = (acc * i + x) / (i + 1)``."""
-        if len(stmt.targets) != 1:
-            return
-        target = stmt.targets[0].target
-        update = _update_past_sentinel(stmt.value, target)
+        update = _update_past_sentinel(value_expr, target)
         operands = self._joined_tensors(update)
         if operands is None:
             if type(update) is not cst.BinaryOperation:
