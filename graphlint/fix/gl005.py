@@ -17,6 +17,7 @@ import libcst
 from graphlint.finding import Finding
 from graphlint.fix.document import Document
 from graphlint.fix.edits import SAFE, UNSAFE, Fix
+from graphlint.model.names import receiver_in_place, written_in_place
 
 _APPENDERS = ("append", "add", "extend")
 _NUMBER_FACTORIES = ("float", "int")
@@ -74,6 +75,9 @@ def _accumulator_and_value(statement) -> tuple[libcst.BaseExpression | None, lib
             and call.func.attr.value != "extend"
         ):
             return call.func.value, call.args[0].value
+        method, operand = written_in_place(call)
+        if method == "add_":  # `smooth.mul_(0.98).add_(loss, alpha=0.02)`, `smooth.lerp_(loss, w)`
+            return receiver_in_place(call.func), operand
     return None, None
 
 

@@ -307,3 +307,35 @@ def is_true(expr: cst.BaseExpression | None) -> bool:
 
 def is_false(expr: cst.BaseExpression | None) -> bool:
     return type(expr) is cst.Name and expr.value in ("False", "None")
+
+
+def written_in_place(expr: cst.BaseExpression) -> tuple[str | None, cst.BaseExpression | None]:
+    """(method, ``y``) of the call ``x.add_(y)`` (``alpha=`` allowed), ``x.lerp_(y, w)``
+    or ``x.copy_(y)``: a tensor made before the loop takes ``y``'s graph in place.
+    ``lerp_`` moves ``x`` towards ``y``, an ``add_`` of a part of ``y``."""
+    if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:
+        return None, None
+    method = expr.func.attr.value
+    positional = [arg for arg in expr.args if arg.keyword is None]
+    if any(arg.star for arg in expr.args) or not positional:
+        return None, None
+    if method == "lerp_" and len(positional) == 2:
+        return "add_", positional[0].value
+    others = [arg.keyword.value for arg in expr.args if arg.keyword is not None]
+    if method not in ("add_", "copy_") or len(positional) != 1 or others not in ([], ["alpha"]):
+        return None, None
+    if method == "copy_" and others:
+        return None, None
+    return method, positional[0].value
+
+
+def receiver_in_place(func: cst.Attribute) -> cst.BaseExpression:
+    """The tensor an in-place method writes: ``x`` of ``x.mul_(0.9).add_(y)`` too
+    (each in-place method returns its receiver)."""
+    receiver = func.value
+    while type(receiver) is cst.Call and type(receiver.func) is cst.Attribute and receiver.func.attr.value in _IN_PLACE_CHAINED:
+        receiver = receiver.func.value
+    return receiver
+
+
+_IN_PLACE_CHAINED = frozenset({"mul_", "div_", "add_", "sub_", "lerp_", "clamp_", "zero_"})

@@ -35,6 +35,8 @@ from graphlint.model.names import (
     is_torch_factory,
     is_true,
     positional,
+    receiver_in_place,
+    written_in_place,
 )
 from graphlint.model.program import (
     ACCELERATOR, MODULE, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope, sub_blocks,
@@ -966,14 +968,20 @@ class _StmtContext:
         elif type(stmt) is cst.AugAssign:
             self.augmented(stmt)
         elif type(stmt) is cst.Expr:
-            method, operand = _written_in_place(stmt.value)
-            target = stmt.value.func.value if operand is not None else None
+            method, operand = written_in_place(stmt.value)
+            target = receiver_in_place(stmt.value.func) if operand is not None else None
             if target is None or self.interp.path(self.frame, target) is None:
                 self.eval(stmt.value)
             elif method == "add_":
+                if target is not stmt.value.func.value:
+                    self.eval(stmt.value.func.value)  # `ema.mul_(0.9)` first
                 self.add_in_place(target, operand)  # `total.add_(loss)`: `total += loss`
             else:
-                self.assign(target, self.materialise(self.eval(operand)))  # `buf.copy_(v)`: `buf = v`
+                # `buf.copy_(v)`: `buf = v`; `ema.copy_(0.9 * ema + 0.1 * loss)` accumulates.
+                fresh_before = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
+                value = self.materialise(self.eval(operand))
+                self.assign(target, value)
+                self._check_rebinding_accumulation(target, operand, value, fresh_before)
         elif type(stmt) is cst.Return:
             if stmt.value is not None:
                 parts = self.tuple_parts(stmt.value)
@@ -1997,17 +2005,6 @@ def _assignments(statements) -> list[cst.Assign]:
 
 def _assigned_paths(assign: cst.Assign) -> set[str]:
     return {dotted(target.target) for target in assign.targets} - {None}
-
-
-def _written_in_place(expr: cst.BaseExpression) -> tuple[str | None, cst.BaseExpression | None]:
-    """(method, ``y``) of the call ``x.add_(y)`` or ``x.copy_(y)`` (one positional
-    argument, no ``alpha``): a tensor made before the loop takes ``y``'s graph in place."""
-    if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:
-        return None, None
-    method = expr.func.attr.value
-    if method not in ("add_", "copy_") or len(expr.args) != 1 or expr.args[0].keyword is not None or expr.args[0].star:
-        return None, None
-    return method, expr.args[0].value
 
 
 def _sets_requires_grad(stmt: cst.Assign) -> bool:
