@@ -30,7 +30,8 @@ def fix(finding: Finding, document: Document) -> Fix | None:
     accumulator, value = _accumulator_and_value(statement)
     if value is None or _already_cut(value) or _feeds_computation(accumulator, statement, document):
         return None
-    if isinstance(statement, libcst.Expr):  # losses.append(loss): the container stays a list of tensors
+    if isinstance(statement, libcst.Expr) or (isinstance(statement, libcst.Assign) and statement.value is value):
+        # losses.append(loss), losses[i] = loss: the container stays one of tensors
         method = "detach"
     else:
         method = "item" if _holds_a_number(accumulator, statement, document) else "detach"
@@ -63,6 +64,8 @@ def _accumulator_and_value(statement) -> tuple[libcst.BaseExpression | None, lib
                 return target, value.left
             # d[k] = d.get(k, 0) + loss: the accumulator is read through a call
             return target, value.right
+        if isinstance(target, libcst.Subscript):
+            return target, value  # history[epoch] = loss: a slot per iteration
         return None, None
     if isinstance(statement, libcst.Expr):
         call = statement.value

@@ -1285,6 +1285,12 @@ class _StmtContext:
                 base = self.interp.path(self.frame, target.value)
                 if base is not None:
                     self.state.add(base, value)
+                    if value and (self._indexed_by_the_iteration(target) or self._tensor_buffer(target.value)):
+                        # `history[epoch] = loss`: a slot per iteration keeps each one's
+                        # value, as `append` does. A write into a tensor (`bank[idx] = l`,
+                        # `torch.zeros(n)` first) chains the buffer's earlier writes
+                        # into its graph, whatever slot it writes.
+                        self._accumulation(target.value, value, value)
                 return
         if path is None:
             return
@@ -1365,6 +1371,21 @@ class _StmtContext:
             self.interp.facts.hyperparameters.append(
                 ev.HyperparameterWrite(self.stmt, target, value, self.loop)
             )
+
+    def _indexed_by_the_iteration(self, target: cst.Subscript) -> bool:
+        """Whether an index of ``target`` is the innermost loop's count (`for i in
+        range(n)`, `for i, x in enumerate(...)`): each iteration writes a slot of its
+        own (`losses[i]`, `table[epoch, i]`, `out[:, t]`). A constant key, a computed
+        one (`ring[step % k]`) or an item of the data (`state[user_id]`) may write
+        the same slot again."""
+        loop, cfg = self.loop, self.frame.cfg
+        if loop is None or loop[0] != id(cfg):
+            return False
+        count = _loop_count(cfg.nodes[loop[1]].stmt)
+        return count is not None and any(
+            type(element.slice) is cst.Index and type(element.slice.value) is cst.Name and element.slice.value.value == count
+            for element in target.slice
+        )
 
     def _tensor_buffer(self, expr: cst.BaseExpression) -> bool:
         """A name first bound to a new tensor (`stats = torch.zeros(n)`): a write into
@@ -1890,6 +1911,20 @@ def _independent(values: list[frozenset]) -> bool:
         seen |= nodes
         carrying += bool(nodes)
     return carrying >= 2
+
+
+def _loop_count(stmt) -> str | None:
+    """The name counting a loop's iterations: ``i`` of `for i in range(n)` and of
+    `for i, batch in enumerate(loader)`."""
+    if type(stmt) is not cst.For or type(stmt.iter) is not cst.Call or type(stmt.iter.func) is not cst.Name:
+        return None
+    counter, target = stmt.iter.func.value, stmt.target
+    if counter == "range" and type(target) is cst.Name:
+        return target.value
+    if counter == "enumerate" and type(target) in (cst.Tuple, cst.List) and len(target.elements) == 2:
+        index = target.elements[0].value
+        return index.value if type(index) is cst.Name else None
+    return None
 
 
 def _key_target(target: cst.BaseExpression, iterable: cst.BaseExpression) -> cst.BaseExpression | None:

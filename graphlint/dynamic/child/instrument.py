@@ -187,11 +187,18 @@ def accumulator_of(stmt: ast.stmt) -> ast.expr | None:
     if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
         return stmt.target
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-        return stmt.targets[0]
+        target = stmt.targets[0]
+        # `losses[i] = loss`: the container holds every slot written (a new slot per
+        # iteration reads no graph of its own before it is written).
+        return target.value if isinstance(target, ast.Subscript) else target
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         func = stmt.value.func
         if isinstance(func, ast.Attribute):
-            return func.value
+            receiver = func.value
+            # `smooth.mul_(0.98).add_(loss)`: the tensor itself (reading the chain again would run it).
+            while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and receiver.func.attr.endswith("_"):
+                receiver = receiver.func.value
+            return receiver
     return None
 
 
