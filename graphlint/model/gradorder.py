@@ -469,6 +469,14 @@ class EventGraph:
                 if event.writes_grad:
                     yield Event("B", sub, scope=scope, framework=framework)
                 continue
+            if isinstance(event, ev.StepCall) and event.closure is None:
+                wrapper = self._helper(sub.func, scope, aliases)
+                if wrapper is not None and self._steps_an_optimizer(wrapper[0]):
+                    # `opt.step()` of a class of the file whose `step` steps
+                    # `self.optimizer` (NoamOpt, a Trainer's own `step`): the inner
+                    # optimizer is the one stepped, as its zero_grad is the one cleared.
+                    yield wrapper + (sub,)
+                    continue
             if isinstance(event, ev.StepCall):
                 target = self.resolve(event.optimizer, aliases)
                 local = dotted(event.optimizer)
@@ -572,6 +580,17 @@ class EventGraph:
                 if found:
                     return found[1], found[0], self.resolve(owner, aliases)
         return None
+
+    def _steps_an_optimizer(self, method: cst.FunctionDef) -> bool:
+        """Whether a method steps an optimizer it holds (`self.optimizer.step()`: a
+        wrapper's step), rather than updating parameters by hand (an optimizer class
+        of the file) or stepping something the analysis does not know."""
+        scope = self.program.scopes[method]
+        return any(
+            type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.func.attr.value == "step"
+            and OPTIMIZER in self.program.kinds(scope, dotted(sub.func.value))
+            for sub in _calls_and_grad_writes(method.body)
+        )
 
     def _step_clears(self, scope: Scope, local: str | None) -> bool:
         kinds = self.program.kinds(scope, local)
