@@ -34,6 +34,7 @@ from graphlint.model.names import (
     dotted,
     is_torch_factory,
     is_true,
+    PASSING_BUILTINS,
     positional,
     receiver_in_place,
     written_in_place,
@@ -1681,7 +1682,19 @@ class _StmtContext:
             else:
                 single = False
         value = self.eval(expr.value)
-        return value | {ELEMENT} if single and value and self.state.has(self.interp.path(self.frame, expr.value) or "") else value
+        if not single or not value or not self.state.has(self.interp.path(self.frame, expr.value) or ""):
+            return value
+        # An item of a container stands for any of them (see ELEMENT); an index into
+        # one call's output (`soft[idx]` of `soft = softmax(teacher(X))`) reads its graph.
+        return value if self._output_of_one_call(value) else value | {ELEMENT}
+
+    def _output_of_one_call(self, value: frozenset) -> bool:
+        """Whether ``value`` is what assignments of a call's result hold (a tensor, or a
+        forward's tuple of outputs: one graph), not a container of separate ones."""
+        if ELEMENT in value:
+            return False
+        found = {origin[0] for origin in value if origin[0] >= 0}
+        return bool(found) and all(_holds_a_call_result(self.interp.sites[site].stmt) for site in found)
 
     def _tail_of_parts(self, expr: cst.Subscript) -> frozenset | None:
         """``ret[1:]`` of a value whose parts a helper's return kept (``ret[0]``,
@@ -1911,6 +1924,15 @@ def _independent(values: list[frozenset]) -> bool:
         seen |= nodes
         carrying += bool(nodes)
     return carrying >= 2
+
+
+def _holds_a_call_result(stmt: cst.CSTNode) -> bool:
+    """`soft = softmax(teacher(x))`, `return softmax(teacher(x) / T)`: a statement
+    binding (or returning) what a call gave, not a container it builds."""
+    if type(stmt) not in (cst.Assign, cst.Return) or type(stmt.value) is not cst.Call:
+        return False
+    func = stmt.value.func
+    return not (type(func) is cst.Name and func.value in PASSING_BUILTINS)
 
 
 def _loop_count(stmt) -> str | None:
