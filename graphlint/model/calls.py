@@ -33,7 +33,6 @@ from graphlint.model.program import (
     ACCELERATOR,
     CONTAINER,
     ENGINE_SETUPS,
-    INSTANCE,
     MODULE,
     OPTIMIZER,
     RECORD_FACTORIES,
@@ -809,9 +808,8 @@ class _CallEvaluator:
             return None
         local = f"<{name} built at {id(expr)}>"
         path = frame.prefix + local
-        self.program.add_kind(frame.scope.key, local, INSTANCE + name)
-        if cls.is_module:
-            self.program.add_kind(frame.scope.key, local, MODULE)
+        for kind in self.program.instance_kinds(name):
+            self.program.add_kind(frame.scope.key, local, kind)
         saved, self.ctx.construct_target = self.ctx.construct_target, path
         try:
             self.ctx.eval(expr)

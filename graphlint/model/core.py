@@ -9,7 +9,7 @@ import libcst
 from graphlint.model.callers import only_called_without_grad, parameter_classes, run_by_the_module_alone
 from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.positions import Positions
-from graphlint.model.program import INSTANCE, MODULE, Program
+from graphlint.model.program import Program
 from graphlint.model.relevance import Relevant, relevant_scopes, spell_scopes
 from graphlint.model.walk import analysing
 from graphlint.model.provenance import OLDEST, OUTER, AnalysisBudgetExceeded, Facts, Interpreter, Site
@@ -184,9 +184,8 @@ def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
     quiet = only_called_without_grad(program, spelled) if not other_framework else frozenset()
     if not other_framework:
         for (scope_key, param), class_name in parameter_classes(program, spelled).items():
-            program.add_kind(scope_key, param, INSTANCE + class_name)
-            if program.classes[class_name].is_module:
-                program.add_kind(scope_key, param, MODULE)
+            for kind in program.instance_kinds(class_name):
+                program.add_kind(scope_key, param, kind)
     # A script's `main()`, analysed inside the module body that calls it.
     covered = frozenset() if other_framework or watch_lines else run_by_the_module_alone(program, spelled)
     try:

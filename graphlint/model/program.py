@@ -37,6 +37,7 @@ PARAM_GROUP = "param_group"
 INSTANCE = "instance:"  # + class name
 CLASS = "class:"  # + class name: the class itself, under another name (`model_class = Net`)
 CONTAINER = "container"  # a list, dict, set or deque built in this scope
+ITEMS = "items:"  # + class name: a container whose every item is an instance of that class
 # A training engine whose step() zeroes the gradients it applied (DeepSpeed's).
 CLEARING_ENGINE = "clearing_engine"
 # Set-up calls returning such an engine first, then its optimizer, loader and
@@ -238,6 +239,13 @@ class Program:
             return False
         kinds.add(kind)
         return True
+
+    def instance_kinds(self, class_name: str) -> set[str]:
+        """The kinds of an instance of a class of the file."""
+        cls = self.classes.get(class_name)
+        if cls is None:
+            return set()
+        return {INSTANCE + class_name, MODULE} if cls.is_module else {INSTANCE + class_name}
 
     def kinds(self, scope: Scope, path: str | None) -> set[str]:
         if path is None:
@@ -551,6 +559,36 @@ class _KindCollector:
                     self.program.add_optimizer_models(self._key(dest), dest, translated)
         return True
 
+    def _items_built(self, container: cst.BaseExpression):
+        """ITEMS + class when every item of a container display or comprehension is
+        a new instance of one class of the file: `{"loss": AverageMeter(), "acc":
+        AverageMeter()}`, `{k: AverageMeter() for k in names}`, `defaultdict(AverageMeter)`."""
+        kind = type(container)
+        if kind in (cst.List, cst.Set, cst.Tuple):
+            items = [element.value for element in container.elements if type(element) is cst.Element]
+        elif kind is cst.Dict:
+            items = [element.value for element in container.elements if type(element) is cst.DictElement]
+        elif kind in (cst.ListComp, cst.SetComp):
+            items = [container.elt]
+        elif kind is cst.DictComp:
+            items = [container.value]
+        elif kind is cst.Call and last_part(dotted(container.func) or "") == "defaultdict" and container.args:
+            factory = container.args[0].value
+            name = factory.value if type(factory) is cst.Name else None
+            if self._names_a_class(name):
+                yield ITEMS + name, None
+            return
+        else:
+            return
+        names = {item.func.value if type(item) is cst.Call and type(item.func) is cst.Name else None for item in items}
+        if len(names) == 1 and self._names_a_class(next(iter(names))):
+            yield ITEMS + names.pop(), None
+
+    def _names_a_class(self, name: str | None) -> bool:
+        """Whether ``name`` here is a class of the file (at module level the `class`
+        statement itself binds it)."""
+        return name in self.program.classes and (self.scope.key == "<module>" or name not in self.scope.locals)
+
     def _copy_models(self, source: str, dest: str) -> None:
         models = self.program.optimizer_models(self.scope, source)
         if models:
@@ -559,9 +597,11 @@ class _KindCollector:
     def _kinds_of_value(self, value: cst.BaseExpression):
         if type(value) in (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp):
             yield CONTAINER, None
+            yield from self._items_built(value)
             return
         if type(value) is cst.Call and last_part(dotted(value.func) or "") in _CONTAINER_TYPES:
             yield CONTAINER, None
+            yield from self._items_built(value)
             return
         if type(value) is cst.Subscript:
             base = value.value
