@@ -29,6 +29,7 @@ from graphlint.model import events as ev
 from graphlint.model.walk import children, descendants
 from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, ITER, WHILE, WITH, build_cfg
 from graphlint.model.guards import (
+    as_modular,
     atoms,
     counter_binding,
     counter_reaches,
@@ -42,6 +43,7 @@ from graphlint.model.guards import (
     null_tests,
     periodic,
     plain_assignments,
+    reset_counters,
     tested_locals,
 )
 from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, positional, related_paths
@@ -421,7 +423,10 @@ class EventGraph:
                 current = after
         if node.kind in (IF, WHILE):
             # The node whose edges are the branches (a helper's flag stands for the test passed in).
-            test = stmt.test
+            key = ("reset counters", id(scope.node))
+            if key not in self.cache:
+                self.cache[key] = reset_counters(n.stmt for n in cfg.nodes if n.kind == IF)
+            test = as_modular(stmt.test, self.cache[key]) or stmt.test
             current.test = _substituted(test, self._tests) if self._tests else test
         current.assigns = assigns
         return current.id

@@ -379,6 +379,64 @@ def periodic(test: cst.BaseExpression, code) -> Periodic | None:
     return None
 
 
+def reset_counters(ifs) -> dict[str, cst.BaseExpression]:
+    """Counter -> its bound ``k``, for each `if micro == k:` (or `>=`) among ``ifs``
+    whose block resets the counter (`micro = 0`): counted up to ``k`` and started
+    again, it fires every ``k`` increments, as `micro % k == 0` does."""
+    found = {}
+    for stmt in ifs:
+        bound = _counted_up_to(stmt.test)
+        if bound is None or type(stmt.body) is not cst.IndentedBlock:
+            continue
+        counter, limit = bound
+        if any(
+            type(small) is cst.Assign
+            and len(small.targets) == 1
+            and dotted(small.targets[0].target) == counter
+            and type(small.value) is cst.Integer
+            and small.value.value == "0"
+            for line in stmt.body.body if type(line) is cst.SimpleStatementLine
+            for small in line.body
+        ):
+            found[counter] = limit
+    return found
+
+
+def as_modular(test: cst.BaseExpression, counters: dict[str, cst.BaseExpression]) -> cst.BaseExpression | None:
+    """`micro % k == 0` for a test of a reset counter (see reset_counters) reaching its
+    bound, or standing at its start (`if micro == 0:`, a window's first micro-batch);
+    None for any other test (`if epoch == 5:` fires once)."""
+    bound = _counted_up_to(test)
+    if bound is not None and bound[0] in counters:
+        counter = test.left
+    elif (
+        type(test) is cst.Comparison and len(test.comparisons) == 1
+        and type(test.comparisons[0].operator) is cst.Equal
+        and dotted(test.left) in counters
+        and type(test.comparisons[0].comparator) is cst.Integer and test.comparisons[0].comparator.value == "0"
+    ):
+        counter = test.left
+    else:
+        return None
+    return cst.Comparison(
+        left=cst.BinaryOperation(left=counter, operator=cst.Modulo(), right=counters[dotted(counter)]),
+        comparisons=[cst.ComparisonTarget(operator=cst.Equal(), comparator=cst.Integer("0"))],
+    )
+
+
+def _counted_up_to(test: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+    """(counter, bound) of `counter == bound` / `counter >= bound`."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    comparison = test.comparisons[0]
+    counter = dotted(test.left)
+    if counter is None or type(comparison.operator) not in (cst.Equal, cst.GreaterThanEqual):
+        return None
+    if type(comparison.comparator) is cst.Integer and comparison.comparator.value == "0":
+        return None
+    return counter, comparison.comparator
+
+
 def _modulo(expr, code):
     if not (
         type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Modulo
