@@ -226,7 +226,8 @@ class _CallEvaluator:
         # frees only that element's graph, which this analysis cannot single out.
         # Nor can it single out what `loss.backward(inputs=head_params)` runs: only
         # the nodes on the way to those inputs (an online probe leaves the backbone's).
-        frees = not event.retain and ELEMENT not in value and not (event.writes_grad and event.inputs is not None)
+        frees = not event.retain and not (event.writes_grad and event.inputs is not None)
+        freed = value if ELEMENT not in value else self._shared_by_every_item(event.target)
         # `autograd.grad(..., create_graph=True)` extends the graph on purpose (MAML's
         # fast weights, unrolled inner solvers): carrying its result is not retention.
         # A literal `create_graph=False` (the default, spelled out) builds nothing.
@@ -236,9 +237,23 @@ class _CallEvaluator:
         for origin in value:
             if not differentiable:
                 state.traversed.setdefault(origin, self.call)
-            if frees and origin[0] >= 0 and not sites[origin[0]].leaf:
+            if frees and origin in freed and origin[0] >= 0 and not sites[origin[0]].leaf:
                 state.freed.setdefault(origin, self.call)
         return graph if differentiable else EMPTY
+
+    def _shared_by_every_item(self, target: cst.BaseExpression) -> frozenset:
+        """For `for loss in losses: loss.backward()` over a list display whose items
+        are known (`losses = [mse(out, y), out.abs().mean()]`), the nodes every item's
+        graph holds: whichever item is backwarded first frees them (the forward both
+        losses share). Nothing for any other element of a container."""
+        if type(target) is not cst.Name or target.value not in self.frame.iterating:
+            return EMPTY
+        container = self.frame.iterating[target.value]
+        env, below = self.ctx.state.env, container + "["
+        items = [value for key, value in env.items() if key.startswith(below) and key.count("[") == container.count("[") + 1]
+        if len(items) < 2 or not env.get(container, EMPTY) <= frozenset().union(*items):
+            return EMPTY
+        return frozenset.intersection(*items)
 
     def _roots(self, target: cst.BaseExpression, value: frozenset, retain: bool) -> frozenset:
         if not retain:

@@ -1144,11 +1144,12 @@ class _StmtContext:
     def _pack(self, target: cst.BaseExpression, value_expr: cst.BaseExpression) -> bool:
         """``batch = (obs, net(obs))``: each part a node of its own, kept at ``batch[i]``
         for ``obs, values = batch`` to read (as ``a, b = obs, net(obs)`` would bind them);
-        the whole holds them all."""
+        the whole holds them all. A list display too: ``losses = [cls_loss, box_loss]``
+        keeps ``losses[0]`` apart from ``losses[1]``."""
         path = self.interp.path(self.frame, target) if type(target) is cst.Name else None
         if path is None or _reads_any(_tuple_elements(value_expr) or (), {target.value}):
             return False
-        parts = self.tuple_parts(value_expr)
+        parts = self.tuple_parts(value_expr, lists=True)
         if parts is None:
             return False
         self.assign(target, frozenset().union(*parts))
@@ -1156,10 +1157,11 @@ class _StmtContext:
             self.state.put(item_path(path, str(index)), part)
         return True
 
-    def tuple_parts(self, expr: cst.BaseExpression) -> list[frozenset] | None:
-        """The values of the parts of a tuple display (`(obs, net(obs))`): each a node of
-        its own, but a part that only reads a value holds that value (as `x = y` does)."""
-        elements = _tuple_elements(expr) if type(expr) is cst.Tuple else None
+    def tuple_parts(self, expr: cst.BaseExpression, lists: bool = False) -> list[frozenset] | None:
+        """The values of the parts of a tuple display (`(obs, net(obs))`), or with
+        ``lists`` of a list display: each a node of its own, but a part that only reads
+        a value holds that value (as `x = y` does)."""
+        elements = _tuple_elements(expr) if type(expr) is cst.Tuple or (lists and _list_of_values(expr)) else None
         if elements is None or self.site is None:
             return None
         # Each part waits in the state while the next are evaluated, so that a helper
@@ -1931,6 +1933,17 @@ def _independent(values: list[frozenset]) -> bool:
         seen |= nodes
         carrying += bool(nodes)
     return carrying >= 2
+
+
+def _list_of_values(expr: cst.BaseExpression) -> bool:
+    """A list display of values (`[cls_loss, box_loss]`, `[crit(out, y), 0.1 * aux]`),
+    not of containers built in place (a parameter group's dict)."""
+    return type(expr) is cst.List and all(
+        type(element) is cst.Element and type(element.value) not in _DISPLAYS for element in expr.elements
+    )
+
+
+_DISPLAYS = (cst.Dict, cst.List, cst.Set, cst.Tuple, cst.DictComp, cst.ListComp, cst.SetComp, cst.GeneratorExp)
 
 
 def _holds_a_call_result(stmt: cst.CSTNode) -> bool:
