@@ -928,6 +928,7 @@ class OrderAnalysis:
         }
         self._owners: dict[int, set[str]] = {}
         self._models_of: dict[str, set[str]] = {}  # optimizer -> models its steps update
+        self._predecessors: dict[int, list[int]] | None = None
 
     def _binding_loop(self, node: ENode, name: str) -> int | None:
         header = node.loop
@@ -1347,30 +1348,62 @@ class OrderAnalysis:
     def _step_follows(
         self, node: ENode, index: int, residue: tuple, optimizer: str, owned: set
     ) -> bool:
-        """A step of the optimizer may run after this event before any new backward of it."""
-        seen: set[tuple[int, tuple]] = set()
-        todo = [(node.id, index + 1, residue)]
+        """A step of the optimizer may run after this event before any new backward of it.
+
+        For a clear under a periodic test, a backward of a later iteration does not
+        end the search (`if i % k == 0: zero_grad()` after the backward wipes the
+        first micro-batch of each window the step at `(i + 1) % k == 0` sums), but a
+        clear there does. Otherwise a new backward ends it: the cleared gradients were
+        a probe (read, then cleared before the real backward), or a batch skipped on
+        purpose (`if not isfinite(norm): zero_grad(); continue`)."""
+        seen: set[tuple] = set()
+        todo = [(node.id, index + 1, residue, False)]
         budget = _BUDGET
+        periodic_clear = self._under_a_periodic_test(node.id)
         while todo and budget:
             budget -= 1
-            node_id, start, current_residue = todo.pop()
+            node_id, start, current_residue, later = todo.pop()
             current = self.graph.nodes[node_id]
             alive = True
             for position, event in enumerate(current.events[start:], start):
-                if event.kind == "B" and (node_id, position) in owned:
+                if event.kind == "B" and (node_id, position) in owned and not (later and periodic_clear):
                     alive = False
                     break
                 if event.kind == "SC" and event.target == optimizer:
+                    alive = False
+                    break
+                if later and event.kind in ("Z", "R") and self.relation(event, optimizer) != NO:
                     alive = False
                     break
                 if event.kind == "S" and event.target == optimizer:
                     return True
             if not alive:
                 continue
-            for succ, _, succ_residue, _ in self._successors(node_id, current_residue):
-                if (succ, succ_residue) not in seen:
-                    seen.add((succ, succ_residue))
-                    todo.append((succ, 0, succ_residue))
+            for succ, label, succ_residue, _ in self._successors(node_id, current_residue):
+                succ_later = later or label == BACK
+                if (succ, succ_residue, succ_later) not in seen:
+                    seen.add((succ, succ_residue, succ_later))
+                    todo.append((succ, 0, succ_residue, succ_later))
+        return False
+
+    def _under_a_periodic_test(self, node_id: int) -> bool:
+        """Whether the nearest test above a node (back along single predecessors) is a
+        periodic guard (`if i % k == 0:`)."""
+        if self._predecessors is None:
+            self._predecessors = {}
+            for graph_node in self.graph.nodes:
+                for succ, _ in graph_node.succ:
+                    self._predecessors.setdefault(succ, []).append(graph_node.id)
+        seen = set()
+        while node_id not in seen:
+            seen.add(node_id)
+            before = self._predecessors.get(node_id, [])
+            if len(before) != 1:
+                return False
+            node_id = before[0]
+            test = self.graph.nodes[node_id].test
+            if test is not None:
+                return node_id in self.guards and bool(atoms(test, self.code))
         return False
 
     def _transfer(
