@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from graphlint.model import events as ev
+from graphlint.model.branches import immediate_post_dominators
 from graphlint.model.walk import children, descendants
 from graphlint.model.cfg import BACK, CFG, DEF, FOR, IF, ITER, WHILE, WITH, build_cfg
 from graphlint.model.guards import (
@@ -1231,10 +1232,33 @@ class OrderAnalysis:
         return tuple(values)
 
     def _skip_edges(self, optimizer: str) -> set[tuple[int, object]]:
-        """Branches of periodic guards that skip a step the other branch takes."""
-        return self._edges_skipping_step(
+        """Branches of periodic guards that skip a step the other branch takes, and the
+        edges by which such a branch rejoins: a backward inside it (`with
+        model.no_sync(): loss.backward()` in the `else` of the step's test) holds its
+        gradients back for the step as one before the test does."""
+        skips = self._edges_skipping_step(
             self.guards, lambda succ, guard: self._reaches_step(succ, guard, optimizer)
         )
+        if not skips:
+            return skips
+        successors = [[succ for succ, label in node.succ if label != BACK] for node in self.graph.nodes]
+        ipdom = immediate_post_dominators(successors)
+        rejoining = set()
+        for guard, label in skips:
+            join = ipdom.get(guard)
+            start = next(succ for succ, edge in self.graph.nodes[guard].succ if edge == label)
+            seen, todo = {guard, join}, [start]
+            while todo:
+                node_id = todo.pop()
+                if node_id in seen:
+                    continue
+                seen.add(node_id)
+                for succ, edge in self.graph.nodes[node_id].succ:
+                    if succ == join and edge != BACK:
+                        rejoining.add((node_id, edge))
+                    elif edge != BACK:
+                        todo.append(succ)
+        return skips | rejoining
 
     def _abandon_edges(self, optimizer: str) -> set[tuple[int, object]]:
         """Branches of other tests that skip a step the other branch takes: a step
