@@ -475,9 +475,16 @@ class EventGraph:
                 if event.writes_grad:
                     yield Event("B", sub, scope=scope, framework=framework)
                 continue
-            if isinstance(event, ev.StepCall) and event.closure is None:
+            if (isinstance(event, ev.StepCall) and event.closure is None) or isinstance(event, ev.ZeroGradCall):
                 wrapper = self._helper(sub.func, scope, aliases)
-                if wrapper is not None and self._steps_an_optimizer(wrapper[0]):
+                inner = self._optimizers_call(wrapper[0], sub.func.attr.value) if wrapper is not None else None
+                if inner is not None and isinstance(event, ev.ZeroGradCall):
+                    # A wrapper's `zero_grad` (fairseq's optimizer classes) clears the
+                    # optimizer it holds; reported here, where the code calls it.
+                    owner = self.resolve_path(inner, {"self": wrapper[2]}) if wrapper[2] else None
+                    yield Event("Z", sub, owner, scope, dotted(event.owner), framework=framework)
+                    continue
+                if inner is not None:
                     # `opt.step()` of a class of the file whose `step` steps
                     # `self.optimizer` (NoamOpt, a Trainer's own `step`): the inner
                     # optimizer is the one stepped, as its zero_grad is the one cleared.
@@ -587,16 +594,17 @@ class EventGraph:
                     return found[1], found[0], self.resolve(owner, aliases)
         return None
 
-    def _steps_an_optimizer(self, method: cst.FunctionDef) -> bool:
-        """Whether a method steps an optimizer it holds (`self.optimizer.step()`: a
-        wrapper's step), rather than updating parameters by hand (an optimizer class
-        of the file) or stepping something the analysis does not know."""
+    def _optimizers_call(self, method: cst.FunctionDef, name: str) -> str | None:
+        """The optimizer (`self.optimizer`) whose `step` or `zero_grad` (``name``) a
+        method runs: a wrapper's. None for a method updating or clearing parameters
+        by hand (an optimizer class of the file) or calling something unknown."""
         scope = self.program.scopes[method]
-        return any(
-            type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.func.attr.value == "step"
-            and OPTIMIZER in self.program.kinds(scope, dotted(sub.func.value))
-            for sub in _calls_and_grad_writes(method.body)
-        )
+        for sub in _calls_and_grad_writes(method.body):
+            if type(sub) is cst.Call and type(sub.func) is cst.Attribute and sub.func.attr.value == name:
+                owner = dotted(sub.func.value)
+                if OPTIMIZER in self.program.kinds(scope, owner):
+                    return owner
+        return None
 
     def _step_clears(self, scope: Scope, local: str | None) -> bool:
         kinds = self.program.kinds(scope, local)
