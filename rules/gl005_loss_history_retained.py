@@ -89,14 +89,15 @@ def _retained_over_enclosing_loop(model, acc, graph) -> bool:
     """An inner loop that runs no forward (``for k, v in loss_dict.items()``) adding
     each value to an accumulator that outlives the training loop around it.
 
-    Only for values that are a forward's whole output (``loss_dict = model(x)``):
-    values unpacked from one call (``loss, sample_size, log = criterion(...)``)
-    share that call's node, so the ints logged beside a loss would look like it.
+    Only for values with a node of their own (``loss_dict = model(x)``, a dict a
+    followed helper returns beside the loss): values unpacked from one unseen call
+    (``loss, sample_size, log = criterion(...)``) hold only that call's node, so the
+    ints logged beside a loss would look like it.
     """
     enclosing = [loop for loop in acc.loops[:-1] if loop in model.facts.active_loops]
     if not enclosing or enclosing[-1] not in acc.outlived:
         return False
-    if any(_shared_by_several_values(model.sites[o[0]]) for o in graph):
+    if all(_shared_by_several_values(model.sites[o[0]]) for o in graph):
         return False
     # (Any reset in the enclosing loop bounds a value summed over an inner loop.)
     return not _bounded_by_reset(model.facts, acc, enclosing[-1], unpacked=True)
