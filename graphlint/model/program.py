@@ -473,7 +473,9 @@ class _KindCollector:
             target = node.target
             if type(target) is cst.Tuple and len(target.elements) == 2:
                 self._param_group_target(target.elements[1].value, iterable)
+                self._item_target(target.elements[1].value, iterable)
             return
+        self._item_target(node.target, iterable)
         if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "zip":
             # `for group, base_lr in zip(optimizer.param_groups, self.base_lrs)`
             target = node.target
@@ -558,6 +560,18 @@ class _KindCollector:
                 if translated and None not in translated:
                     self.program.add_optimizer_models(self._key(dest), dest, translated)
         return True
+
+    def _item_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        """`for cb in callbacks:` (or `meters.values()`) over a container whose items are
+        all instances of one class of the file: the loop variable is one too."""
+        if type(target) is not cst.Name:
+            return
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value == "values":
+            iterable = iterable.func.value
+        for held in self.program.kinds(self.scope, dotted(iterable)):
+            if held.startswith(ITEMS):
+                for kind in self.program.instance_kinds(held[len(ITEMS):]):
+                    self._add(target.value, kind)
 
     def _items_built(self, container: cst.BaseExpression):
         """ITEMS + class when every item of a container display or comprehension is
