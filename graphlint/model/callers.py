@@ -110,7 +110,8 @@ def parameter_classes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> 
         params = [param for param in scope.params if param in used]
         if params:
             candidates[name] = (scope, params, scope.params)
-    kept: dict[tuple[str, str], list[str]] = {}  # (scope key, parameter) -> attributes keeping it
+    # (scope key, parameter) -> (class name, attribute) of each attribute keeping it
+    kept: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for name, info in program.classes.items():
         init = info.methods.get("__init__")
         if init is None or info.is_record or name in candidates:

@@ -223,7 +223,8 @@ class _CallEvaluator:
                 interp.facts.active_loops.add(loop)
         interp.facts.backwarded_sites.update(o[0] for o in value)
         # One element of a container stands for all of them here; backwarding it
-        # frees only that element's graph, which this analysis cannot single out.
+        # frees only that element's graph, which this analysis cannot single out
+        # (but what every known item holds, see _shared_by_every_item).
         # Nor can it single out what `loss.backward(inputs=head_params)` runs: only
         # the nodes on the way to those inputs (an online probe leaves the backbone's).
         frees = not event.retain and not (event.writes_grad and event.inputs is not None)

@@ -475,7 +475,9 @@ class EventGraph:
                 if event.writes_grad:
                     yield Event("B", sub, scope=scope, framework=framework)
                 continue
-            if (isinstance(event, ev.StepCall) and event.closure is None) or isinstance(event, ev.ZeroGradCall):
+            if type(sub.func) is cst.Attribute and (
+                (isinstance(event, ev.StepCall) and event.closure is None) or isinstance(event, ev.ZeroGradCall)
+            ):
                 wrapper = self._helper(sub.func, scope, aliases)
                 inner = self._optimizers_call(wrapper[0], sub.func.attr.value) if wrapper is not None else None
                 if inner is not None and isinstance(event, ev.ZeroGradCall):

@@ -407,19 +407,16 @@ def as_modular(test: cst.BaseExpression, counters: dict[str, cst.BaseExpression]
     bound, or standing at its start (`if micro == 0:`, a window's first micro-batch);
     None for any other test (`if epoch == 5:` fires once)."""
     bound = _counted_up_to(test)
-    if bound is not None and bound[0] in counters:
-        counter = test.left
-    elif (
+    at_start = (
         type(test) is cst.Comparison and len(test.comparisons) == 1
         and type(test.comparisons[0].operator) is cst.Equal
-        and dotted(test.left) in counters
         and type(test.comparisons[0].comparator) is cst.Integer and test.comparisons[0].comparator.value == "0"
-    ):
-        counter = test.left
-    else:
+    )
+    counter = dotted(test.left) if bound is not None or at_start else None
+    if counter not in counters:
         return None
     return cst.Comparison(
-        left=cst.BinaryOperation(left=counter, operator=cst.Modulo(), right=counters[dotted(counter)]),
+        left=cst.BinaryOperation(left=test.left, operator=cst.Modulo(), right=counters[counter]),
         comparisons=[cst.ComparisonTarget(operator=cst.Equal(), comparator=cst.Integer("0"))],
     )
 

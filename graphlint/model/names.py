@@ -316,17 +316,17 @@ def written_in_place(expr: cst.BaseExpression) -> tuple[str | None, cst.BaseExpr
     if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:
         return None, None
     method = expr.func.attr.value
-    positional = [arg for arg in expr.args if arg.keyword is None]
-    if any(arg.star for arg in expr.args) or not positional:
+    plain = [arg for arg in expr.args if arg.keyword is None]
+    if any(arg.star for arg in expr.args) or not plain:
         return None, None
-    if method == "lerp_" and len(positional) == 2:
-        return "add_", positional[0].value
+    if method == "lerp_" and len(plain) == 2:
+        return "add_", plain[0].value
     others = [arg.keyword.value for arg in expr.args if arg.keyword is not None]
-    if method not in ("add_", "copy_") or len(positional) != 1 or others not in ([], ["alpha"]):
+    if method not in ("add_", "copy_") or len(plain) != 1 or others not in ([], ["alpha"]):
         return None, None
     if method == "copy_" and others:
         return None, None
-    return method, positional[0].value
+    return method, plain[0].value
 
 
 def receiver_in_place(func: cst.Attribute) -> cst.BaseExpression:

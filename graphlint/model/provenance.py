@@ -42,7 +42,7 @@ from graphlint.model.names import (
 from graphlint.model.program import (
     ACCELERATOR, ITEMS, MODULE, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope, sub_blocks,
 )
-from graphlint.model.guards import no_graph_side, none_side
+from graphlint.model.guards import counter_binding, no_graph_side, none_side
 from graphlint.model.statements import read_names
 
 # Objects that hold or step parameters but are never tensors themselves.
@@ -1085,7 +1085,7 @@ class _StmtContext:
                 return True
             values = self.materialise_each([self.eval(e) for e in elements])
             fresh_before = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
-            for item, element, value in zip(targets, elements, values):
+            for item, value in zip(targets, values):
                 self.assign(item, value)
             for item, element, value in zip(targets, elements, values):
                 # `rec_sum, kl_sum = rec_sum + rec, kl_sum + kl`: two running sums.
@@ -1391,7 +1391,9 @@ class _StmtContext:
         loop, cfg = self.loop, self.frame.cfg
         if loop is None or loop[0] != id(cfg):
             return False
-        count = _loop_count(cfg.nodes[loop[1]].stmt)
+        stmt = cfg.nodes[loop[1]].stmt
+        binding = counter_binding(stmt) if type(stmt) is cst.For else ()
+        count = binding[0] if binding else None
         return count is not None and any(
             type(element.slice) is cst.Index and type(element.slice.value) is cst.Name and element.slice.value.value == count
             for element in target.slice
@@ -1953,20 +1955,6 @@ def _holds_a_call_result(stmt: cst.CSTNode) -> bool:
         return False
     func = stmt.value.func
     return not (type(func) is cst.Name and func.value in PASSING_BUILTINS)
-
-
-def _loop_count(stmt) -> str | None:
-    """The name counting a loop's iterations: ``i`` of `for i in range(n)` and of
-    `for i, batch in enumerate(loader)`."""
-    if type(stmt) is not cst.For or type(stmt.iter) is not cst.Call or type(stmt.iter.func) is not cst.Name:
-        return None
-    counter, target = stmt.iter.func.value, stmt.target
-    if counter == "range" and type(target) is cst.Name:
-        return target.value
-    if counter == "enumerate" and type(target) in (cst.Tuple, cst.List) and len(target.elements) == 2:
-        index = target.elements[0].value
-        return index.value if type(index) is cst.Name else None
-    return None
 
 
 def _key_target(target: cst.BaseExpression, iterable: cst.BaseExpression) -> cst.BaseExpression | None:
