@@ -88,6 +88,8 @@ class Event:
     models: frozenset = frozenset()  # a step's optimizer's modules (resolved paths)
     # A zero_grad's owner bound by `model = self.model` (or a DataParallel of it): that path.
     bound_from: str | None = None
+    # A step with a closure (SC) whose closure backwards and clears nothing: that backward.
+    uncleared: cst.CSTNode | None = None
 
 
 @dataclass
@@ -496,7 +498,8 @@ class EventGraph:
                 target = self.resolve(event.optimizer, aliases)
                 local = dotted(event.optimizer)
                 if event.closure is not None:
-                    yield Event("SC", sub, target, scope, local, framework=framework)
+                    uncleared = self._closure_backward(event.closure, scope, aliases)
+                    yield Event("SC", sub, target, scope, local, framework=framework, uncleared=uncleared)
                 else:
                     clears = self._step_clears(scope, local)
                     models = {
@@ -596,6 +599,25 @@ class EventGraph:
                     return found[1], found[0], self.resolve(owner, aliases)
         return None
 
+    def _closure_backward(self, closure: cst.BaseExpression, scope: Scope, aliases) -> cst.Call | None:
+        """The backward of a step's closure (`optimizer.step(closure)`, a `def` of the
+        file) that clears no gradients itself; None when it clears some, writes any
+        `.grad`, or calls a helper of the file (which might)."""
+        found = self._helper(closure, scope, aliases) if type(closure) is cst.Name else None
+        if found is None:
+            return None
+        backward = None
+        for sub in _calls_and_grad_writes(found[0].body):
+            if _clears(sub):
+                return None
+            helper = self._helper(sub.func, scope, aliases)
+            if helper is not None and any(_clears(inner) or self._helper(inner.func, scope, aliases)
+                                          for inner in _calls_and_grad_writes(helper[0].body)):
+                return None  # a helper that clears, or calls further helpers: unknown
+            if type(sub.func) is cst.Attribute and sub.func.attr.value == "backward" and backward is None:
+                backward = sub
+        return backward
+
     def _optimizers_call(self, method: cst.FunctionDef, name: str) -> str | None:
         """The optimizer (`self.optimizer`) whose `step` or `zero_grad` (``name``) a
         method runs: a wrapper's. None for a method updating or clearing parameters
@@ -654,6 +676,14 @@ class EventGraph:
                 return None
             return self.resolve(iterable, aliases)
         return None
+
+
+def _clears(sub) -> bool:
+    """A `.grad` write, or a call of a `zero_grad` (or a tensor's `zero_`)."""
+    if isinstance(sub, _GradWrite):
+        return True
+    name = sub.func.attr.value if type(sub.func) is cst.Attribute else dotted(sub.func) or ""
+    return name.rsplit(".", 1)[-1].startswith("zero_grad") or name == "zero_"
 
 
 def _calls_and_grad_writes(root, fors: tuple = ()):
@@ -963,7 +993,21 @@ class OrderAnalysis:
     def run(self) -> list[Violation]:
         for optimizer in sorted(self.optimizers()):
             self._solve(optimizer)
+        self._uncleared_closures()
         return self.violations
+
+    def _uncleared_closures(self) -> None:
+        """(b) for `optimizer.step(closure)` whose closure backwards but never clears,
+        when nothing else clears that optimizer's gradients either: each call of the
+        closure (once per step, or several times in one LBFGS step) adds to the
+        gradients of all the earlier ones."""
+        events = [event for node in self.graph.nodes for event in node.events]
+        for event in events:
+            if event.kind != "SC" or event.uncleared is None or event.framework:
+                continue
+            if any(other.kind in ("Z", "R", "U") and self.relation(other, event.target) != NO for other in events):
+                continue
+            self.violations.append(Violation("b", event.uncleared, event.target, event.uncleared, event.call, event.call))
 
     # ----- which optimizer a backward feeds -----
     def owners(self, node: ENode, index: int) -> set[str]:
