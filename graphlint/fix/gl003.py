@@ -1,7 +1,8 @@
 """GL003: put zero_grad where it belongs. Both fixes are unsafe (they change training).
 
 (b) gradients applied by two steps: insert ``<opt>.zero_grad()`` right after
-the optimizer's step (the finding names the step's line and the optimizer);
+the optimizer's step (the finding names the step's line and the optimizer), or
+for a step with a closure, before the closure's backward;
 a bare ``opt.zero_grad`` without parentheses in the same function gets its
 parentheses instead. (a) gradients cleared before the step: move the
 zero_grad to just before the backward, when zero_grad, backward and every
@@ -32,7 +33,7 @@ _BACKWARDS = ("backward", "manual_backward")
 def fix(finding: Finding, document: Document) -> Fix | None:
     missing = _MISSING.search(finding.message)
     if missing is not None:
-        return _insert_zero_grad(int(missing.group("line")), missing.group("optimizer"), document)
+        return _insert_zero_grad(int(missing.group("line")), missing.group("optimizer"), finding, document)
     cleared = _CLEARED.search(finding.message)
     if cleared is not None:
         return _move_zero_grad(finding, int(cleared.group("line")), cleared.group("optimizer"), document)
@@ -40,7 +41,7 @@ def fix(finding: Finding, document: Document) -> Fix | None:
 
 
 # -- (b) ---------------------------------------------------------------------------
-def _insert_zero_grad(step_line: int, optimizer: str, document: Document) -> Fix | None:
+def _insert_zero_grad(step_line: int, optimizer: str, finding: Finding, document: Document) -> Fix | None:
     steps = [
         (call, receiver)
         for line in document.statement_lines_at(step_line)
@@ -50,6 +51,14 @@ def _insert_zero_grad(step_line: int, optimizer: str, document: Document) -> Fix
     if len(steps) != 1:
         return None
     call, receiver = steps[0]
+    if call.args and isinstance(call.func, libcst.Attribute) and document.code(call.func.value).strip() == receiver:
+        # `optimizer.step(closure)`: the closure runs once per evaluation (several per
+        # LBFGS step), so it clears the gradients itself, before its backward.
+        backward = document.statement_lines_at(finding.line)
+        if len(backward) != 1:
+            return None
+        code = f"{receiver}.zero_grad()"
+        return Fix(f"Insert `{code}` before the closure's backward", UNSAFE, (document.insert_before(backward[0], code),))
     statement = document.statement_line(call)
     if statement is None or len(statement.body) != 1:
         return None
