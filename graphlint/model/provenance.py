@@ -1524,8 +1524,14 @@ class _StmtContext:
     def _check_rebinding_accumulation(
         self, target: cst.BaseExpression, value_expr: cst.BaseExpression, value: frozenset, fresh_before: dict
     ) -> None:
-        """``acc = acc + x`` accumulates like ``acc += x``; so do ``d[k] = d.get(k, 0) + x`` and
-        a running mean, ``acc = (acc * i + x) / (i + 1)``."""
+        """``acc = acc + x`` accumulates like ``acc += x``; so do ``d[k] = d.get(k, 0) + x``,
+        a running mean, ``acc = (acc * i + x) / (i + 1)``, and a dict of running
+        values rebuilt from itself (``ema = {k: 0.9 * ema[k] + 0.1 * v for k, v in
+        losses.items()}``)."""
+        if self._rebuilt_from_its_items(target, value_expr):
+            self.state.fresh.update(fresh_before)
+            self._accumulation(target, value, value)
+            return
         update = _update_past_sentinel(value_expr, target)
         operands = self._joined_tensors(update)
         if operands is None:
@@ -1548,6 +1554,21 @@ class _StmtContext:
         # The accumulator was re-bound by this very statement: undo its freshness.
         self.state.fresh.update(fresh_before)
         self._accumulation(target, added, value, others[0])
+
+    def _rebuilt_from_its_items(self, target: cst.BaseExpression, value_expr: cst.BaseExpression) -> bool:
+        """Whether ``value_expr`` is a dict comprehension whose values add to the
+        target's own items (``{k: ema[k] * 0.9 + 0.1 * v ...}`` assigned to ``ema``)."""
+        if type(value_expr) is not cst.DictComp or type(value_expr.value) is not cst.BinaryOperation:
+            return False
+        path = self.interp.path(self.frame, target) if type(target) is cst.Name else None
+        if path is None:
+            return False
+        update = value_expr.value
+        return any(
+            self._reads_accumulator(operand, None, path)
+            for operand in (update.left, update.right)
+            if type(operand) is cst.Subscript or type(operand) is cst.BinaryOperation
+        )
 
     def _joined_tensors(self, update: cst.BaseExpression) -> list | None:
         """The tensors `torch.cat((acc, out))` (or `stack`, `vstack`, `hstack`) joins: an
