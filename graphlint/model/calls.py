@@ -190,9 +190,15 @@ class _CallEvaluator:
             return func.attr.value == "__class__"
         if type(func) is not cst.Call or type(func.func) is not cst.Name or func.func.value != "type":
             return False
+        return len(func.args) == 1 and not self._bound_here("type")
+
+    def _bound_here(self, name: str) -> bool:
+        """Whether ``name`` is a variable here (a local, an alias of the caller's object,
+        or a module-level binding), not a builtin."""
         frame = self.frame
-        return len(func.args) == 1 and "type" not in frame.aliases and "type" not in frame.scope.locals and (
-            "type" not in self.program.scopes[self.program.module].locals
+        return (
+            name in frame.aliases or name in frame.scope.locals
+            or name in self.program.scopes[self.program.module].locals
         )
 
     # ----- events -----
@@ -333,8 +339,7 @@ class _CallEvaluator:
         if not is_local and name in self.program.classes:
             return self.construct(self.program.classes[name])
         # A module-level variable (`net = nn.Linear(...)`) called inside a function is a value too.
-        module_scope = self.program.scopes[self.program.module]
-        is_local = is_local or name in frame.scope.locals or name in module_scope.locals
+        is_local = self._bound_here(name)
         if not is_local:
             if name in CUTTING_BUILTINS:
                 self.args_value()
@@ -361,7 +366,7 @@ class _CallEvaluator:
             return self.args_value()
         if MODULE in kinds:
             return self.args_value() | self.forward(CERTAIN, func)
-        if _builds_a_record_class(self.program.first_assignment(module_scope, name)):
+        if _builds_a_record_class(self.program.first_assignment(self.program.scopes[self.program.module], name)):
             return self.args_value()  # `State = namedtuple(...)` at module level: `State(h, c)`
         if type(self.program.first_assignment(frame.scope, name)) is cst.Lambda:
             # `add_skip = lambda x: cat((x, hiddens.pop()))`: its closure's graphs come back too.

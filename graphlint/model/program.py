@@ -247,6 +247,15 @@ class Program:
             return set()
         return {INSTANCE + class_name, MODULE} if cls.is_module else {INSTANCE + class_name}
 
+    def item_kinds(self, kinds: set[str]) -> set[str]:
+        """The kinds of an item of a container of ``kinds`` (see ITEMS): an instance."""
+        return {kind for held in kinds if held.startswith(ITEMS) for kind in self.instance_kinds(held[len(ITEMS):])}
+
+    def names_a_class(self, scope: Scope, name: str | None) -> bool:
+        """Whether ``name`` in ``scope`` is a class of the file (at module level the
+        `class` statement itself binds it; a function's local of that name shadows it)."""
+        return name in self.classes and (scope.key == "<module>" or name not in scope.locals)
+
     def kinds(self, scope: Scope, path: str | None) -> set[str]:
         if path is None:
             return set()
@@ -568,10 +577,8 @@ class _KindCollector:
             return
         if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value == "values":
             iterable = iterable.func.value
-        for held in self.program.kinds(self.scope, dotted(iterable)):
-            if held.startswith(ITEMS):
-                for kind in self.program.instance_kinds(held[len(ITEMS):]):
-                    self._add(target.value, kind)
+        for kind in self.program.item_kinds(self.program.kinds(self.scope, dotted(iterable))):
+            self._add(target.value, kind)
 
     def _items_built(self, container: cst.BaseExpression):
         """ITEMS + class when every item of a container display or comprehension is
@@ -589,19 +596,14 @@ class _KindCollector:
         elif kind is cst.Call and last_part(dotted(container.func) or "") == "defaultdict" and container.args:
             factory = container.args[0].value
             name = factory.value if type(factory) is cst.Name else None
-            if self._names_a_class(name):
+            if self.program.names_a_class(self.scope, name):
                 yield ITEMS + name, None
             return
         else:
             return
         names = {item.func.value if type(item) is cst.Call and type(item.func) is cst.Name else None for item in items}
-        if len(names) == 1 and self._names_a_class(next(iter(names))):
+        if len(names) == 1 and self.program.names_a_class(self.scope, next(iter(names))):
             yield ITEMS + names.pop(), None
-
-    def _names_a_class(self, name: str | None) -> bool:
-        """Whether ``name`` here is a class of the file (at module level the `class`
-        statement itself binds it)."""
-        return name in self.program.classes and (self.scope.key == "<module>" or name not in self.scope.locals)
 
     def _copy_models(self, source: str, dest: str) -> None:
         models = self.program.optimizer_models(self.scope, source)
@@ -627,10 +629,7 @@ class _KindCollector:
             if source:
                 for kind in self.program.kinds(self.scope, source):
                     yield kind, self.program.optimizer_models(self.scope, source)
-            # (At module level the `class` statement itself binds the name.)
-            if type(value) is cst.Name and source in self.program.classes and (
-                self.scope.key == "<module>" or source not in self.scope.locals
-            ):
+            if type(value) is cst.Name and self.program.names_a_class(self.scope, source):
                 yield CLASS + source, None
             return
         if type(value) is not cst.Call:

@@ -40,7 +40,7 @@ from graphlint.model.names import (
     written_in_place,
 )
 from graphlint.model.program import (
-    ACCELERATOR, ITEMS, MODULE, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope, sub_blocks,
+    ACCELERATOR, MODULE, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope, sub_blocks,
 )
 from graphlint.model.guards import counter_binding, no_graph_side, none_side
 from graphlint.model.statements import read_names
@@ -824,11 +824,7 @@ class Interpreter:
     def kinds(self, frame: Frame, expr: cst.BaseExpression) -> set[str]:
         if type(expr) is cst.Subscript:
             # `meters["loss"]`, `meters[name]` of a dict of AverageMeters: an instance.
-            return {
-                kind
-                for held in self.kinds(frame, expr.value) if held.startswith(ITEMS)
-                for kind in self.program.instance_kinds(held[len(ITEMS):])
-            }
+            return self.program.item_kinds(self.kinds(frame, expr.value))
         path = dotted(expr)
         found = self.program.kinds(frame.scope, path)
         if path is None:
