@@ -113,8 +113,14 @@ def _cpu_time_limit(seconds: float | None):
         signal.signal(signal.SIGVTALRM, previous)
 
 
-def check_source(source: str | bytes, path: str, codes: frozenset[str] | None = None) -> list[Finding]:
-    """All findings for one file, sorted; ``codes`` restricts which rules run."""
+def check_source(
+    source: str | bytes, path: str, codes: frozenset[str] | None = None, *, compiled: bool = False
+) -> list[Finding]:
+    """All findings for one file, sorted; ``codes`` restricts which rules run.
+
+    ``compiled``: the caller saw CPython compile exactly this source, so the
+    parse may skip libcst's own checks of the tree it builds (see source.parse).
+    """
     try:
         if path.endswith(".ipynb"):
             from graphlint.notebook import check_notebook
@@ -122,7 +128,7 @@ def check_source(source: str | bytes, path: str, codes: frozenset[str] | None = 
             # A notebook's code cells are analysed as one program; findings come back per cell.
             findings = check_notebook(source, path, lambda program: _findings(program, path, codes))
         else:
-            findings = _findings(source, path, codes)
+            findings = _findings(source, path, codes, compiled)
     except Exception as error:  # a bug in graphlint must cost one file, never the run
         if os.environ.get("GRAPHLINT_DEBUG"):
             raise
@@ -133,21 +139,21 @@ def check_source(source: str | bytes, path: str, codes: frozenset[str] | None = 
     return findings
 
 
-def _findings(source: str | bytes, path: str, codes: frozenset[str] | None) -> list[Finding]:
+def _findings(source: str | bytes, path: str, codes: frozenset[str] | None, compiled: bool = False) -> list[Finding]:
     text = read_text(source, path)
     if isinstance(text, Finding):
         return [text]
     source = text
 
     with _fewer_collections():
-        return _analyse_text(source, path, codes)
+        return _analyse_text(source, path, codes, compiled)
 
 
-def _analyse_text(source: str, path: str, codes: frozenset[str] | None) -> list[Finding]:
+def _analyse_text(source: str, path: str, codes: frozenset[str] | None, compiled: bool = False) -> list[Finding]:
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
     try:
-        module = parse(source, path)
+        module = parse(source, path, validate=not compiled)
         if isinstance(module, Finding):
             return [module]
         # The parse is not timed: libcst parses on a thread of its own that a

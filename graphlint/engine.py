@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphlint.finding import Finding
-from graphlint.prefilter import compiles, may_have_findings, may_have_findings_in_code
+from graphlint.prefilter import code_names, compiles, may_have_findings, names_may_have_findings
 
 # Below this much source to analyse, starting worker processes costs more than
 # it saves: forking and feeding a pool costs some tens of milliseconds, while
@@ -421,12 +421,14 @@ def analyse_bytes(data: bytes, display: str, codes: frozenset[str] | None, prefi
     None when the second stage of the prefilter (which runs here, in the
     worker, because it compiles the file) shows the file cannot have findings.
     """
-    if prefilter and not may_have_findings_in_code(data, codes):
+    # CPython compiles every file stage 2 sees; the checker need not re-check what it accepted.
+    names = code_names(data) if prefilter else None
+    if names is not None and not names_may_have_findings(names, codes):
         return None
     try:
         from graphlint.checker import check_source
 
-        return check_source(data, display, codes)
+        return check_source(data, display, codes, compiled=names is not None)
     except RecursionError:
         return [_unanalysable(display, "code is nested too deeply to analyse")]
     except MemoryError:

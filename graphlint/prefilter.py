@@ -158,11 +158,16 @@ def _follows_dot(data: bytes, position: int) -> bool:
 
 def may_have_findings_in_code(data: bytes, codes: frozenset[str] | None = None) -> bool:
     """Stage 2: like stage 1, but only identifiers of the compiled code count."""
-    needle = _needle(codes)
-    if needle is None:
+    if _needle(codes) is None:
         return True
     names = code_names(data)
-    if names is None:
+    return names is None or names_may_have_findings(names, codes)
+
+
+def names_may_have_findings(names: set[str], codes: frozenset[str] | None = None) -> bool:
+    """Stage 2 on the identifiers ``code_names`` found (for a caller that also wants to know it compiled)."""
+    needle = _needle(codes)
+    if needle is None:
         return True
     wanted = needle[0]
     if names & wanted.names:

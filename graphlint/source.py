@@ -99,8 +99,12 @@ def _byte_position(data: bytes, index: int) -> tuple[int, int]:
     return line, col
 
 
-def parse(text: str, path: str) -> libcst.Module | Finding:
-    """The libcst module, or a GL000 finding with the syntax error's message and position."""
+def parse(text: str, path: str, validate: bool = True) -> libcst.Module | Finding:
+    """The libcst module, or a GL000 finding with the syntax error's message and position.
+
+    ``validate=False``, for text CPython is known to compile: libcst's checks of
+    every node it builds are skipped (see ``_unvalidated``).
+    """
     # Imported here, not at the top: the notebook reader and read_text() use this
     # module in runs that parse nothing, which must not pay for libcst.
     import libcst
@@ -111,7 +115,7 @@ def parse(text: str, path: str) -> libcst.Module | Finding:
         if problem is not None:
             return problem
     try:
-        return _on_big_stack(libcst.parse_module, text)
+        return _on_big_stack(libcst.parse_module if validate else _unvalidated, text)
     except libcst.ParserSyntaxError as error:
         problem = _cpython_check(text, path, measure_depth=False)
         if problem is not None:
@@ -128,6 +132,37 @@ def parse(text: str, path: str) -> libcst.Module | Finding:
         if problem is not None:
             return problem
         return unanalysable(path, f"cannot parse: {str(error).splitlines()[0][:_LIBCST_MESSAGE_LIMIT]}")
+
+
+# Held while libcst's node checks are switched off (see _unvalidated).
+_UNVALIDATED = threading.Lock()
+
+
+def _unvalidated(text: str) -> libcst.Module:
+    """``libcst.parse_module`` without libcst's check of each node it builds.
+
+    Every node's ``__post_init__`` validates its fields (whitespace by regex,
+    names, parentheses): a fifth of the parse's time on real files. On text
+    CPython compiles, the parser only builds nodes that pass those checks, so
+    they are switched off for the parse, class-wide (the parser constructs
+    the nodes from native code, which no argument reaches). Node constructors
+    running on another thread meanwhile skip them too, which only matters for
+    a tree built wrong, and a lock keeps two parses from restoring them early.
+    """
+    import libcst
+    from libcst._nodes.base import CSTNode
+
+    with _UNVALIDATED:
+        checked = CSTNode.__dict__["__post_init__"]
+        CSTNode.__post_init__ = _no_check
+        try:
+            return libcst.parse_module(text)
+        finally:
+            CSTNode.__post_init__ = checked
+
+
+def _no_check(node) -> None:
+    return None
 
 
 def _shape(text: str) -> tuple[int, int]:

@@ -236,10 +236,10 @@ def test_default_jobs_is_the_cpu_count() -> None:
     assert Settings(ALL, jobs=3).worker_count() == 3
 
 
-def _raising_check(data: bytes, display: str, codes) -> list:
+def _raising_check(data: bytes, display: str, codes, **options) -> list:
     if display.endswith("boom.py"):
         raise ValueError("analysis bug")
-    return _original_check_source(data, display, codes)
+    return _original_check_source(data, display, codes, **options)
 
 
 from graphlint.checker import check_source as _original_check_source  # noqa: E402

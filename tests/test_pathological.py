@@ -211,9 +211,9 @@ def test_analysis_spaces_out_collections_and_restores_the_host_thresholds(monkey
     seen = []
     real_parse = checker.parse
 
-    def parse(text, path):
+    def parse(text, path, **options):
         seen.append(gc.get_threshold())
-        return real_parse(text, path)
+        return real_parse(text, path, **options)
 
     monkeypatch.setattr(checker, "parse", parse)
     host = (1000, 7, 3)
