@@ -136,7 +136,7 @@ class Inlined:
 
 
 class State:
-    __slots__ = ("env", "item_keys", "freed", "traversed", "stepped", "fresh")
+    __slots__ = ("env", "item_keys", "parents", "freed", "traversed", "stepped", "fresh")
 
     def __init__(self) -> None:
         # Writes go through set/add/put (never ``env[...] =``) to keep item_keys whole.
@@ -146,6 +146,10 @@ class State:
         # a few keys, not the hundreds a large trainer's state holds. Immutable,
         # shared between copies.
         self.item_keys: frozenset[str] = frozenset()
+        # Every path that has ever had a path below it in env (``x`` and ``x.a`` for
+        # ``x.a[0]``): a superset, immutable and shared like item_keys. Most writes
+        # bind a path with nothing below it, which this tells without scanning env.
+        self.parents: frozenset[str] = frozenset()
         self.freed: dict[Origin, cst.CSTNode] = {}
         self.traversed: dict[Origin, cst.CSTNode] = {}
         self.stepped: dict[Origin, cst.CSTNode] = {}
@@ -156,6 +160,7 @@ class State:
         new = State.__new__(State)
         new.env = dict(self.env)
         new.item_keys = self.item_keys
+        new.parents = self.parents
         new.freed = dict(self.freed)
         new.traversed = dict(self.traversed)
         new.stepped = dict(self.stepped)
@@ -198,6 +203,8 @@ class State:
                         changed = True
         if other.item_keys is not self.item_keys and not other.item_keys <= self.item_keys:
             self.item_keys = self.item_keys | other.item_keys
+        if other.parents is not self.parents and not other.parents <= self.parents:
+            self.parents = self.parents | other.parents
         for name in ("freed", "traversed", "stepped"):
             mine = getattr(self, name)
             for key, value in getattr(other, name).items():
@@ -221,7 +228,7 @@ class State:
         an object's attributes (``model.fake``) are not part of the object's own graph."""
         env = self.env
         value = env.get(path, EMPTY)
-        if self.item_keys:
+        if self.item_keys and path in self.parents:
             bracket = path + "["
             for key in self.item_keys:
                 if key.startswith(bracket):
@@ -231,6 +238,8 @@ class State:
     def has(self, path: str) -> bool:
         if path in self.env:
             return True
+        if path not in self.parents:
+            return False
         below = (path + ".", path + "[")
         for key in self.env:
             if key.startswith(below):
@@ -240,20 +249,41 @@ class State:
     def set(self, path: str, value: frozenset) -> None:
         # (Every env walk here is a plain loop or comprehension over the keys with
         # one startswith call: states of large trainers hold hundreds of paths.)
-        below = (path + ".", path + "[")
-        for key in [k for k in self.env if k.startswith(below)]:
-            del self.env[key]
+        if path in self.parents:
+            below = (path + ".", path + "[")
+            for key in [k for k in self.env if k.startswith(below)]:
+                del self.env[key]
         self.put(path, value)
 
     def put(self, path: str, value: frozenset) -> None:
         """Bind ``path`` alone, leaving what lies below it (attributes, items) as it is."""
-        self.env[path] = value
+        env = self.env
+        if path not in env:
+            self._note_parents(path)
+        env[path] = value
         if "[" in path and path not in self.item_keys:
             self.item_keys = self.item_keys | {path}
+
+    def _note_parents(self, path: str) -> None:
+        """Add the paths above ``path`` to ``parents`` (``a`` and ``a.b`` for ``a.b[0]``)."""
+        end = len(path)
+        missing = []
+        while True:
+            end = max(path.rfind(".", 0, end), path.rfind("[", 0, end))
+            if end <= 0:
+                break
+            above = path[:end]
+            if above in self.parents:
+                break  # its own parents were noted with it
+            missing.append(above)
+        if missing:
+            self.parents = self.parents.union(missing)
 
     def add(self, path: str, value: frozenset) -> None:
         env = self.env
         self.put(path, env.get(path, EMPTY) | value)
+        if path not in self.parents:
+            return
         # An item written under a key computed at run time may be any of the known ones.
         bracket = path + "["
         for key in self.item_keys:
