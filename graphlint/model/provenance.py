@@ -1967,8 +1967,18 @@ def _constant_key(element) -> str | None:
 
 
 def _held(expr: cst.BaseExpression) -> bool:
-    """A value a display holds as it is: a read, a constant, or a display of such."""
-    return _reads_only(expr) or type(expr) in _CONSTANTS or _display_of_reads(expr)
+    """A value a display holds as it is: a read, a constant, a new tensor of torch's
+    factories, a choice between such (`zeros_like(p) if g is None else g`), or a
+    display of such."""
+    kind = type(expr)
+    if kind is cst.IfExp:
+        return _held(expr.body) and _held(expr.orelse)
+    return _reads_only(expr) or kind in _CONSTANTS or _display_of_reads(expr) or _torch_factory_call(expr)
+
+
+def _torch_factory_call(expr: cst.BaseExpression) -> bool:
+    """``torch.zeros_like(p)``, spelled in full: a new tensor, computed from nothing that has a graph."""
+    return type(expr) is cst.Call and is_torch_factory(dotted(expr.func) or "")
 
 
 def _independent(values: list[frozenset]) -> bool:
