@@ -98,10 +98,17 @@ class Program:
         self._first_assignments: dict[str, dict[str, cst.BaseExpression]] = {}
         self._instance_attributes: dict[str, frozenset[str]] = {}
         self._scopes_by_key: dict[str, Scope] | None = None
+        self._backward_summaries: dict[cst.FunctionDef, tuple[bool, bool]] = {}
         self._collect(module)
         self._resolve_class_kinds()
+        # (class name, `self.x`) -> the methods call x.step() / x.zero_grad(): across
+        # methods, `self.optimizer` stepped in one and cleared in another is an optimizer.
+        self._attribute_calls: dict[tuple[str, str], set[str]] = {}
         for scope in list(self.scopes.values()):
             _KindCollector(self, scope).run()
+        for (class_name, path), methods in self._attribute_calls.items():
+            if methods == {"step", "zero_grad"} and MODULE not in self._kinds.get((class_name, path), ()):
+                self.add_kind(class_name, path, OPTIMIZER)
 
     # ----- structure -----
     def _collect(self, module: cst.Module) -> None:
@@ -185,6 +192,50 @@ class Program:
             if name in current.methods:
                 return current, current.methods[name]
         return None
+
+    def backwards_and_never_steps(self, func: cst.FunctionDef, cls: ClassInfo | None) -> bool:
+        """Whether a call of ``func`` runs a backward and no ``step()`` of anything, counting
+        the helpers it calls (`f(...)`, `self.m(...)`): the caller's next `x.step()` is
+        then the step that applies that backward (`zero_grad; loss.backward()` in a helper,
+        the step under the caller's accumulation test)."""
+        summary = self._step_free_backwards(func, cls, set())
+        return summary == (True, False)
+
+    def _step_free_backwards(self, func, cls, visiting: set) -> tuple[bool, bool]:
+        """(runs a backward, runs a step), over ``func`` and the helpers it calls."""
+        known = self._backward_summaries.get(func)
+        if known is not None:
+            return known
+        if func in visiting:
+            return (False, False)  # recursion: the outer call answers for it
+        visiting.add(func)
+        backwards = steps = False
+        stack = list(_body_statements(func))
+        while stack and not steps:
+            node = stack.pop()
+            kind = type(node)
+            if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
+                continue
+            if kind is cst.Call:
+                callee = node.func
+                if type(callee) is cst.Attribute:
+                    method = callee.attr.value
+                    if method in ("backward", "manual_backward"):
+                        backwards = True
+                    elif method == "step":
+                        steps = True
+                    elif type(callee.value) is cst.Name and callee.value.value == "self" and cls is not None:
+                        found = self.method(cls, method)
+                        if found is not None:
+                            inner = self._step_free_backwards(found[1], found[0], visiting)
+                            backwards, steps = backwards or inner[0], steps or inner[1]
+                elif type(callee) is cst.Name and callee.value in self.functions:
+                    inner = self._step_free_backwards(self.functions[callee.value], None, visiting)
+                    backwards, steps = backwards or inner[0], steps or inner[1]
+            stack.extend(children(node))
+        visiting.discard(func)
+        self._backward_summaries[func] = (backwards, steps)
+        return (backwards, steps)
 
     def holds_no_parameters(self, cls: ClassInfo) -> bool:
         """A module class of this file whose methods give ``self`` only plain values
@@ -428,6 +479,11 @@ class _KindCollector:
                 elif note.endswith(("Module", "LightningModule")):
                     self._add(param.name.value, MODULE)
         dispatch(self, self.scope.body)
+        for method, paths in (("step", self.steps), ("zero_grad", self.zero_grads)):
+            for path in paths:
+                key = self._key(path)
+                if self.scope.cls is not None and key == self.scope.cls.name:
+                    self.program._attribute_calls.setdefault((key, path), set()).add(method)
         for path in self.steps & self.zero_grads:
             if MODULE not in self.program.kinds(self.scope, path):
                 self._add(path, OPTIMIZER)
@@ -709,6 +765,9 @@ class _KindCollector:
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         self._called_object(func, node)
+        helper = self._helper(func)
+        if helper is not None and self.program.backwards_and_never_steps(*helper):
+            self.after_backward = True  # the helper's backward waits for a step here
         called = dotted(func)
         if called:
             self.run_as_model.add(called)
@@ -760,6 +819,23 @@ class _KindCollector:
             arg = dotted(node.args[0].value)
             if arg:
                 self._add(arg, OPTIMIZER)
+
+    def _helper(self, func: cst.BaseExpression) -> tuple[cst.FunctionDef, ClassInfo | None] | None:
+        """The function of the file a call runs: `f(...)` of a module-level function not
+        re-bound here, or `self.m(...)` of this method's class."""
+        if type(func) is cst.Name:
+            if func.value in self.program.functions and func.value not in self.scope.locals:
+                return self.program.functions[func.value], None
+            return None
+        if (
+            type(func) is cst.Attribute
+            and type(func.value) is cst.Name
+            and func.value.value == "self"
+            and self.scope.cls is not None
+        ):
+            found = self.program.method(self.scope.cls, func.attr.value)
+            return (found[1], found[0]) if found is not None else None
+        return None
 
     def _scaled_by(self, backwarded: cst.BaseExpression) -> None:
         """`scaler.scale(loss).backward()`: ``scaler`` follows GradScaler's protocol
