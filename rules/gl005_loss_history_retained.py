@@ -126,7 +126,11 @@ def _sibling_of_the_backwarded_part(model, acc) -> bool:
     if any(type(model.sites[s].stmt) is cst.Return for s in graph_sites):
         return False  # a callee of this file, followed: its parts are known apart
     return any(
-        site.opaque_parts and site.targets & freed_from and acc.sources <= site.targets
+        site.opaque_parts
+        and site.targets & freed_from
+        and acc.sources <= site.targets
+        # A caller's part handed back by a helper is the part the helper's target was.
+        and not {site.part_of.get(source, source) for source in acc.sources} & freed_from
         for site in (model.sites[s] for s in graph_sites)
     )
 

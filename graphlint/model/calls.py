@@ -796,7 +796,7 @@ class _CallEvaluator:
                 # Recording, at a state an earlier fixpoint already solved this
                 # helper from: only the recording pass over its states is left.
                 frame.returns, frame.returned_elements = known.returns, known.returned_elements
-                frame.returned_plain = known.returned_plain
+                frame.returned_plain, frame.returned_paths = known.returned_plain, known.returned_paths
                 interp.record(frame, known_states)
                 return self._inlined(func, known, known.exit_state.copy())
             states = interp.fixpoint(frame, state)
@@ -808,7 +808,8 @@ class _CallEvaluator:
         exit_state = interp.exit_state(frame, states, state)
         exit_state.drop_prefix(frame.prefix, interp.dead_keys())
         outcome = Inlined(
-            exit_state, frame.returns, frame.returned_elements, frame.returned_plain, interp.forwards_run - forwards_before
+            exit_state, frame.returns, frame.returned_elements, frame.returned_plain, interp.forwards_run - forwards_before,
+            frame.returned_paths,
         )
         if not interp.recording:
             interp.remember_inlined(memo_key, outcome, states)
@@ -848,6 +849,7 @@ class _CallEvaluator:
         if outcome.returned_elements:
             self.ctx.returned_elements = outcome.returned_elements
             self.ctx.returned_plain = outcome.returned_plain
+            self.ctx.returned_paths = outcome.returned_paths
         returns = outcome.returns
         if self.interp.only_leaves(returns - {PARAMS}):
             # `w = weight(n, m)`: a helper handing out leaves (a new parameter) makes

@@ -108,6 +108,9 @@ class Site:
     leaf: bool = False
     # Parts unpacked from a call of an unseen function or loss object (not a model's).
     opaque_parts: bool = False
+    # A caller's target holding one of those parts as a helper handed it back -> the
+    # helper's target it is (see _StmtContext._parts_handed_back).
+    part_of: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,7 @@ class Inlined:
     returned_elements: list | None | bool
     returned_plain: bool  # a path returns a value that is not a tuple display (nor None)
     forwards: int  # forward calls the helper ran
+    returned_paths: list | None | bool = None  # see Frame.returned_paths
 
 
 class State:
@@ -375,6 +379,10 @@ class Frame:
     returned_elements: list | None | bool = None
     # The last of returned_elements is a concatenation's rest (see _record_returned_elements).
     returned_tail: bool = False
+    # Per position, the variable every returned tuple reads there (`return loss, n, log`),
+    # else None: a caller unpacking the call can tell which of its parts is which. False
+    # once two returns disagree in length.
+    returned_paths: list | None | bool = None
     # Some path returns a value that is not a tuple display, nor None (`return loss`):
     # a caller that unpacks took a tuple's path, one that does not may hold that value.
     returned_plain: bool = False
@@ -966,6 +974,7 @@ class _StmtContext:
         # (see Frame.returned_plain for the other flag).
         self.returned_elements: list | None = None
         self.returned_plain = False
+        self.returned_paths: list | None | bool = None  # with returned_elements: see Frame.returned_paths
         # The call that handed its arguments back unchanged (`accelerator.prepare`): a
         # statement that is only that call stores them as they are, building no node.
         self.passed_through: cst.Call | None = None
@@ -1041,6 +1050,7 @@ class _StmtContext:
                     self.interp.facts.returned_sites.update(o[0] for o in value)
                 if values is not None:
                     self._record_returned_elements(values, tail=_tuple_elements(stmt.value) is None)
+                    self._record_returned_paths(_tuple_elements(stmt.value), len(values))
                 elif not (type(stmt.value) is cst.Name and stmt.value.value == "None"):
                     self.frame.returned_plain = True
         elif type(stmt) is cst.Del:
@@ -1070,6 +1080,46 @@ class _StmtContext:
         if all(_held(expr) for expr in exprs) and self.interp.only_leaves(value - {NEW, ELEMENT}):
             return value - {NEW}
         return self.materialise(value)
+
+    def _record_returned_paths(self, elements, count: int) -> None:
+        """Merge one return's per-position variables into the frame's (None where returns differ)."""
+        frame = self.frame
+        paths = [
+            self.interp.path(frame, element) if type(element) in (cst.Name, cst.Attribute) else None
+            for element in (elements if elements is not None and len(elements) == count else [None] * count)
+        ]
+        known = frame.returned_paths
+        if known is None:
+            frame.returned_paths = paths
+        elif known is not False and len(known) == len(paths):
+            frame.returned_paths = [a if a == b else None for a, b in zip(known, paths)]
+        else:
+            frame.returned_paths = False
+
+    def _parts_handed_back(self, targets, values, paths) -> bool:
+        """``loss, n, log = helper(...)`` of a helper returning the parts of its own
+        unpacking of an unseen loss object as they are (`loss, n, log = criterion(model,
+        sample); optimizer.backward(loss); return loss, n, log`): the targets here hold
+        those very parts (no node of this statement) and join the unpacking's targets,
+        each remembering which part it is, so that the one the helper backwarded is still
+        the loss (see Site.opaque_parts). False, changing nothing, for any other call."""
+        sites = self.interp.sites
+        unpackings = []  # per position: the opaque unpackings whose target the part was
+        for value, inner in zip(values, paths):
+            if inner is None:
+                return False
+            unpackings.append([
+                site for site in (sites[o[0]] for o in value if o[0] >= 0) if site.opaque_parts and inner in site.targets
+            ])
+        if not any(unpackings):
+            return False
+        for target, found, inner in zip(targets, unpackings, paths):
+            path = self.interp.path(self.frame, target)
+            if path is not None:
+                for site in found:
+                    site.targets.add(path)
+                    site.part_of[path] = site.part_of.get(inner, inner)
+        return True
 
     def _record_returned_elements(self, values, tail: bool) -> None:
         """Merge one return's parts into the frame's. ``tail``: the last part is a
@@ -1129,9 +1179,14 @@ class _StmtContext:
                 self.assign(item, value)
             return True
         elif type(value_expr) is cst.Call:
-            self.returned_elements, self.returned_plain = None, False
+            self.returned_elements, self.returned_plain, self.returned_paths = None, False, None
             whole = self.eval(value_expr)
             values = self.returned_elements
+            if values and self.returned_paths and len(values) == len(targets):
+                if self._parts_handed_back(targets, values, self.returned_paths):
+                    for item, value in zip(targets, values):
+                        self.assign(item, value)
+                    return True
             if len(targets) == 2 and _returns_indices(value_expr):
                 values = [whole, EMPTY]  # `_, idx = probs.topk(1)`: the indices have no graph
             if not values or len(values) != len(targets):
