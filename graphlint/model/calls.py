@@ -797,6 +797,7 @@ class _CallEvaluator:
                 # helper from: only the recording pass over its states is left.
                 frame.returns, frame.returned_elements = known.returns, known.returned_elements
                 frame.returned_plain, frame.returned_paths = known.returned_plain, known.returned_paths
+                frame.returned_items = known.returned_items
                 interp.record(frame, known_states)
                 return self._inlined(func, known, known.exit_state.copy())
             states = interp.fixpoint(frame, state)
@@ -810,6 +811,7 @@ class _CallEvaluator:
         outcome = Inlined(
             exit_state, frame.returns, frame.returned_elements, frame.returned_plain, interp.forwards_run - forwards_before,
             frame.returned_paths,
+            frame.returned_items,
         )
         if not interp.recording:
             interp.remember_inlined(memo_key, outcome, states)
@@ -850,6 +852,8 @@ class _CallEvaluator:
             self.ctx.returned_elements = outcome.returned_elements
             self.ctx.returned_plain = outcome.returned_plain
             self.ctx.returned_paths = outcome.returned_paths
+        if outcome.returned_items:
+            self.ctx.returned_items = outcome.returned_items
         returns = outcome.returns
         if self.interp.only_leaves(returns - {PARAMS}):
             # `w = weight(n, m)`: a helper handing out leaves (a new parameter) makes

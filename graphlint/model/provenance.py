@@ -137,6 +137,7 @@ class Inlined:
     returned_plain: bool  # a path returns a value that is not a tuple display (nor None)
     forwards: int  # forward calls the helper ran
     returned_paths: list | None | bool = None  # see Frame.returned_paths
+    returned_items: dict | None | bool = None  # see Frame.returned_items
 
 
 class State:
@@ -383,6 +384,9 @@ class Frame:
     # else None: a caller unpacking the call can tell which of its parts is which. False
     # once two returns disagree in length.
     returned_paths: list | None | bool = None
+    # Per literal key, the values every return of a dict display (`return {"seg": a,
+    # "depth": b}`) gives it; False once a return is anything else.
+    returned_items: dict | None | bool = None
     # Some path returns a value that is not a tuple display, nor None (`return loss`):
     # a caller that unpacks took a tuple's path, one that does not may hold that value.
     returned_plain: bool = False
@@ -975,6 +979,7 @@ class _StmtContext:
         self.returned_elements: list | None = None
         self.returned_plain = False
         self.returned_paths: list | None | bool = None  # with returned_elements: see Frame.returned_paths
+        self.returned_items: dict | None | bool = None  # see Frame.returned_items
         # The call that handed its arguments back unchanged (`accelerator.prepare`): a
         # statement that is only that call stores them as they are, building no node.
         self.passed_through: cst.Call | None = None
@@ -993,7 +998,7 @@ class _StmtContext:
                     return
                 if self._pack(stmt.targets[0].target, stmt.value):
                     return
-            self.returned_elements, self.returned_plain = None, False
+            self.returned_elements, self.returned_plain, self.returned_items = None, False, None
             value = self._stored(stmt.value)
             # What was re-created in this iteration before the statement (`acc = acc + x`
             # does not re-create acc; an `x = f(x)` after `x = g()` reads this iteration's x).
@@ -1029,7 +1034,14 @@ class _StmtContext:
             if stmt.value is not None:
                 parts = self.tuple_parts(stmt.value)
                 elements = None if parts is not None else _tuple_elements(stmt.value) or _concatenated_elements(stmt.value)
-                if parts is not None:
+                items = self.dict_parts(stmt.value) if parts is None and elements is None else None
+                self._record_returned_items(items, stmt.value)
+                if items is not None:
+                    # `return {"seg": head_a(f), "depth": head_b(f)}`: a node per value, as
+                    # for a tuple, each kept apart under its key in the caller.
+                    values = None
+                    value = frozenset().union(*items.values())
+                elif parts is not None:
                     # `return net(v1).mean(), net(v2).mean()`: two computations, two nodes
                     # (backwarding one frees nothing of the other), as `a, b = ...` binds them.
                     values = parts
@@ -1080,6 +1092,21 @@ class _StmtContext:
         if all(_held(expr) for expr in exprs) and self.interp.only_leaves(value - {NEW, ELEMENT}):
             return value - {NEW}
         return self.materialise(value)
+
+    def _record_returned_items(self, items: dict | None, returned: cst.BaseExpression) -> None:
+        """Merge one return's per-key values into the frame's (False once the returns
+        are not all dict displays with the same literal keys; `return None` aside)."""
+        frame = self.frame
+        known = frame.returned_items
+        if items is None:
+            if not (type(returned) is cst.Name and returned.value == "None"):
+                frame.returned_items = False
+        elif known is None:
+            frame.returned_items = dict(items)
+        elif known is not False and known.keys() == items.keys():
+            frame.returned_items = {key: known[key] | items[key] for key in known}
+        else:
+            frame.returned_items = False
 
     def _record_returned_paths(self, elements, count: int) -> None:
         """Merge one return's per-position variables into the frame's (None where returns differ)."""
@@ -1238,6 +1265,20 @@ class _StmtContext:
             self.state.put(item_path(path, str(index)), part)
         return True
 
+    def dict_parts(self, expr: cst.BaseExpression) -> dict[str, frozenset] | None:
+        """Key -> value of a dict display with literal keys (`{"seg": a, "depth": b}`),
+        each value a node of its own as a tuple display's parts are (see tuple_parts)."""
+        if type(expr) is not cst.Dict or not expr.elements or self.site is None:
+            return None
+        keys = [_literal_key(e.key) if type(e) is cst.DictElement else None for e in expr.elements]
+        if None in keys or len(set(keys)) != len(keys):
+            return None
+        holding = [f"{self.frame.prefix}<value {key!r} of the dict at {id(expr)}>" for key in keys]
+        for hold, element in zip(holding, expr.elements):
+            value = self.eval(element.value) if _reads_only(element.value) else self.element_node(element.value)
+            self.state.put(hold, value)  # (into the state the evaluation left: a helper replaces it)
+        return {key: self.state.env.pop(hold) for key, hold in zip(keys, holding)}
+
     def tuple_parts(self, expr: cst.BaseExpression, lists: bool = False) -> list[frozenset] | None:
         """The values of the parts of a tuple display (`(obs, net(obs))`), or with
         ``lists`` of a list display: each a node of its own, but a part that only reads
@@ -1313,7 +1354,14 @@ class _StmtContext:
         keep their own values, for ``loss, n = result`` or ``result[1]`` to read."""
         values = self.returned_elements
         path = self.interp.path(self.frame, target)
-        if not values or self.returned_plain or path is None or self.no_grad or self.site is None:
+        if path is None or self.no_grad or self.site is None:
+            return
+        items = self.returned_items
+        if items:  # `preds = model(x)` of a forward returning `{"seg": ..., "depth": ...}`
+            for key, value in items.items():
+                self.state.put(item_path(path, key), self._part(value | (raw & {NEW}) if value else value))
+            return
+        if not values or self.returned_plain:
             return
         for index, value in enumerate(values):
             self.state.put(item_path(path, str(index)), self._part(value | (raw & {NEW}) if value else value))
