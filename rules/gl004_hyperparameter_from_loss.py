@@ -49,7 +49,9 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         if _written_key(write.target) == "params":
             continue  # the group's parameter list (re-pointed after a move), not a hyperparameter
         reported.add(write.stmt)
-        origin_line = min(model.site_line(o[0]) for o in write.value if model.origin_is_graph(o, certain=True))
+        graph = [o[0] for o in write.value if model.origin_is_graph(o, certain=True)]
+        # The forward call in the function that writes (not a line of the model's forward).
+        origin_line = model.site_line(model.nearest(graph, model.line(write.stmt)))
         yield model.diagnostic(
             write.stmt,
             f"optimizer hyperparameter '{model.code(write.target)}' is assigned a value that carries "
