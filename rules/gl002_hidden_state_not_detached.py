@@ -93,9 +93,12 @@ def reported_carries(model: ModuleModel, *, deliberate: bool = False) -> dict:
 
 
 def _cut_somewhere(model: ModuleModel, fact) -> bool:
+    """Whether the loop that carries the state from one iteration to the next also cuts
+    it somewhere (every k steps). A cut only in a loop around it (a reset per epoch)
+    leaves the graph growing over every batch of the epoch: not a truncation."""
     if fact.path is None:
         return False
-    for loop in fact.loops or ((fact.loop,) if fact.loop else ()):
+    for loop in (fact.loop,) if fact.loop else fact.loops:
         for path in model.facts.cut_paths.get(loop, ()):
             if path == fact.path or path.startswith(fact.path + ".") or path.startswith(fact.path + "[") or fact.path.startswith(path):
                 return True
