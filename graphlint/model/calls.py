@@ -797,7 +797,7 @@ class _CallEvaluator:
                 # helper from: only the recording pass over its states is left.
                 frame.returns, frame.returned_elements = known.returns, known.returned_elements
                 frame.returned_plain, frame.returned_paths = known.returned_plain, known.returned_paths
-                frame.returned_items = known.returned_items
+                frame.returned_items, frame.returned_nested = known.returned_items, known.returned_nested
                 interp.record(frame, known_states)
                 return self._inlined(func, known, known.exit_state.copy())
             states = interp.fixpoint(frame, state)
@@ -812,6 +812,7 @@ class _CallEvaluator:
             exit_state, frame.returns, frame.returned_elements, frame.returned_plain, interp.forwards_run - forwards_before,
             frame.returned_paths,
             frame.returned_items,
+            frame.returned_nested,
         )
         if not interp.recording:
             interp.remember_inlined(memo_key, outcome, states)
@@ -852,6 +853,7 @@ class _CallEvaluator:
             self.ctx.returned_elements = outcome.returned_elements
             self.ctx.returned_plain = outcome.returned_plain
             self.ctx.returned_paths = outcome.returned_paths
+            self.ctx.returned_nested = outcome.returned_nested
         if outcome.returned_items:
             self.ctx.returned_items = outcome.returned_items
         returns = outcome.returns

@@ -138,6 +138,7 @@ class Inlined:
     forwards: int  # forward calls the helper ran
     returned_paths: list | None | bool = None  # see Frame.returned_paths
     returned_items: dict | None | bool = None  # see Frame.returned_items
+    returned_nested: dict | None | bool = None  # see Frame.returned_nested
 
 
 class State:
@@ -387,6 +388,9 @@ class Frame:
     # Per literal key, the values every return of a dict display (`return {"seg": a,
     # "depth": b}`) gives it; False once a return is anything else.
     returned_items: dict | None | bool = None
+    # Per position of the returned tuple, the parts of a tuple of variables returned
+    # there (`return obs, (log_probs, values)`); False once the returns disagree.
+    returned_nested: dict | None | bool = None
     # Some path returns a value that is not a tuple display, nor None (`return loss`):
     # a caller that unpacks took a tuple's path, one that does not may hold that value.
     returned_plain: bool = False
@@ -980,6 +984,9 @@ class _StmtContext:
         self.returned_plain = False
         self.returned_paths: list | None | bool = None  # with returned_elements: see Frame.returned_paths
         self.returned_items: dict | None | bool = None  # see Frame.returned_items
+        self.returned_nested: dict | None | bool = None  # see Frame.returned_nested
+        # Set by tuple_parts: position -> the values of a tuple of variables displayed there.
+        self.nested_parts: dict[int, list[frozenset]] = {}
         # The call that handed its arguments back unchanged (`accelerator.prepare`): a
         # statement that is only that call stores them as they are, building no node.
         self.passed_through: cst.Call | None = None
@@ -1033,6 +1040,7 @@ class _StmtContext:
         elif type(stmt) is cst.Return:
             if stmt.value is not None:
                 parts = self.tuple_parts(stmt.value)
+                self._record_returned_nested(self.nested_parts if parts is not None else None, stmt.value)
                 elements = None if parts is not None else _tuple_elements(stmt.value) or _concatenated_elements(stmt.value)
                 items = self.dict_parts(stmt.value) if parts is None and elements is None else None
                 self._record_returned_items(items, stmt.value)
@@ -1107,6 +1115,36 @@ class _StmtContext:
             frame.returned_items = {key: known[key] | items[key] for key in known}
         else:
             frame.returned_items = False
+
+    def _record_returned_nested(self, nested: dict | None, returned: cst.BaseExpression) -> None:
+        """Merge one return's nested tuples of variables into the frame's (see Frame.returned_nested)."""
+        frame = self.frame
+        known = frame.returned_nested
+        if nested is None:
+            if not (type(returned) is cst.Name and returned.value == "None"):
+                frame.returned_nested = False
+        elif known is None:
+            frame.returned_nested = dict(nested)
+        elif known is not False and known.keys() == nested.keys() and all(
+            len(known[i]) == len(nested[i]) for i in known
+        ):
+            frame.returned_nested = {i: [a | b for a, b in zip(known[i], nested[i])] for i in known}
+        else:
+            frame.returned_nested = False
+
+    def _keep_nested_parts(self, targets) -> None:
+        """``obs, batch = agent.rollout(obs)`` of a helper returning `obs, (log_probs,
+        values)`: ``batch[0]`` and ``batch[1]`` keep their own values, so that
+        ``log_probs, values = batch`` does not join the actor's graph to the critic's."""
+        nested = self.returned_nested
+        if not nested or self.no_grad:
+            return
+        for index, values in nested.items():
+            if index < len(targets) and type(targets[index]) is cst.Name:
+                path = self.interp.path(self.frame, targets[index])
+                if path is not None:
+                    for sub, value in enumerate(values):
+                        self.state.put(item_path(path, str(sub)), value)
 
     def _record_returned_paths(self, elements, count: int) -> None:
         """Merge one return's per-position variables into the frame's (None where returns differ)."""
@@ -1207,6 +1245,7 @@ class _StmtContext:
             return True
         elif type(value_expr) is cst.Call:
             self.returned_elements, self.returned_plain, self.returned_paths = None, False, None
+            self.returned_nested = None
             whole = self.eval(value_expr)
             values = self.returned_elements
             if values and self.returned_paths and len(values) == len(targets):
@@ -1239,6 +1278,7 @@ class _StmtContext:
                 self.materialise(whole)
                 for item, value in zip(targets, values):
                     self.assign(item, value)
+                self._keep_nested_parts(targets)
                 return True
             # Each part is an output of the call's own forward, but for a part its
             # return built nothing for (`return out, aux, keep.size(0) / n`: a number).
@@ -1247,6 +1287,8 @@ class _StmtContext:
             return False
         for item, value in zip(targets, self.materialise_each(values)):
             self.assign(item, value)
+        if type(value_expr) is cst.Call:
+            self._keep_nested_parts(targets)
         return True
 
     def _pack(self, target: cst.BaseExpression, value_expr: cst.BaseExpression) -> bool:
@@ -1290,8 +1332,16 @@ class _StmtContext:
         # run again by a later part (`return loss_fn(a), loss_fn(b)`) ages the node its
         # first run gave the earlier part, as it would a variable's.
         keys = [f"{self.frame.prefix}<part {index} of the tuple at {id(expr)}>" for index in range(len(elements))]
-        for key, element in zip(keys, elements):
-            part = self.eval(element) if _reads_only(element) else self.element_node(element)
+        self.nested_parts = {}
+        for index, (key, element) in enumerate(zip(keys, elements)):
+            inner = _tuple_elements(element) if type(element) is cst.Tuple else None
+            if inner and all(_reads_only(e) for e in inner):
+                # `(log_probs, values)`: a tuple of variables computes nothing; its parts
+                # stay apart (see _keep_nested_parts) and it holds what they hold.
+                self.nested_parts[index] = [self.eval(e) for e in inner]
+                part = frozenset().union(*self.nested_parts[index])
+            else:
+                part = self.eval(element) if _reads_only(element) else self.element_node(element)
             self.state.put(key, part)  # (into the state the evaluation left: a helper replaces it)
         return [self.state.env.pop(key) for key in keys]
 
