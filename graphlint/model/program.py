@@ -722,6 +722,12 @@ class _KindCollector:
         if last_part(name) in ("DistributedDataParallel", "DataParallel", "DDP", "FSDP", "compile") and value.args:
             yield from self._kinds_of_value(value.args[0].value)
             return
+        if (qualified or name) in ("copy.deepcopy", "copy.copy") and len(value.args) == 1:
+            # `target_net = copy.deepcopy(policy_net)`: another object of the same kind,
+            # with parameters of its own (no optimizer steps them).
+            for kind, _ in self._kinds_of_value(value.args[0].value):
+                yield kind, None
+            return
         cls = self.program.classes.get(name) or self.program.class_aliased(self.program.kinds(self.scope, name))
         if cls is not None:
             yield INSTANCE + cls.name, None
