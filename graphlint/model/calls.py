@@ -762,6 +762,10 @@ class _CallEvaluator:
             else:
                 bound[param] = ctx.eval(expr)
             path = self.interp.path(self.frame, expr) if type(expr) in (cst.Name, cst.Attribute) else None
+            if path is not None and type(expr) is cst.Attribute and bound[param] and not self._names_an_object(expr, path):
+                # `kd_term(out.logits, t)`: an attribute of a value (an output's field),
+                # which the state holds no path for; the parameter holds what it reads.
+                path = None
             # A parameter the helper re-binds (`out, hidden = model(x, hidden)`) is a
             # local holding the argument's value; the others stand for the caller's object.
             if path is not None and param not in scope.assigned:
@@ -819,6 +823,11 @@ class _CallEvaluator:
             exit_state = exit_state.copy()
         interp.forwards_run = forwards_before
         return self._inlined(func, outcome, exit_state)
+
+    def _names_an_object(self, expr: cst.Attribute, path: str) -> bool:
+        """Whether ``expr`` (at ``path``) is somewhere the analysis keeps track of: bound
+        in the state (or below it) or an object of a known kind (`self.model`)."""
+        return self.ctx.state.has(path) or bool(self.interp.kinds(self.frame, expr))
 
     def _constructed_argument(self, expr: cst.BaseExpression) -> str | None:
         """For an argument that builds an instance of a class of the file (`Model()`),
