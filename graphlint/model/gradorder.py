@@ -376,9 +376,17 @@ class EventGraph:
             else ()
         )
         current = first
+        stepped_here: set = set()
         for expr, fors in exprs:
             for item in self._items(expr, fors, loop_fors, scope, aliases, framework):
                 if isinstance(item, Event):
+                    if side and item.kind in ("S", "SC"):
+                        # A side loop's body is summarised as one event sequence: steps of
+                        # one optimizer in its branches (`scaler.step(opt)` if a scaler is
+                        # used, else `opt.step()`) are alternatives, one step per element.
+                        if item.target in stepped_here:
+                            continue
+                        stepped_here.add(item.target)
                     current.events.append(item)
                     continue
                 func, cls, owner_path, call = item
