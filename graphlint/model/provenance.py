@@ -1332,17 +1332,18 @@ class _StmtContext:
         # run again by a later part (`return loss_fn(a), loss_fn(b)`) ages the node its
         # first run gave the earlier part, as it would a variable's.
         keys = [f"{self.frame.prefix}<part {index} of the tuple at {id(expr)}>" for index in range(len(elements))]
-        self.nested_parts = {}
+        nested: dict[int, list[frozenset]] = {}
         for index, (key, element) in enumerate(zip(keys, elements)):
             inner = _tuple_elements(element) if type(element) is cst.Tuple else None
             if inner and all(_reads_only(e) for e in inner):
                 # `(log_probs, values)`: a tuple of variables computes nothing; its parts
                 # stay apart (see _keep_nested_parts) and it holds what they hold.
-                self.nested_parts[index] = [self.eval(e) for e in inner]
-                part = frozenset().union(*self.nested_parts[index])
+                nested[index] = [self.eval(e) for e in inner]
+                part = frozenset().union(*nested[index])
             else:
                 part = self.eval(element) if _reads_only(element) else self.element_node(element)
             self.state.put(key, part)  # (into the state the evaluation left: a helper replaces it)
+        self.nested_parts = nested  # (set last: evaluating a part may display tuples of its own)
         return [self.state.env.pop(key) for key in keys]
 
     def _calls_a_function_of_the_file(self, call: cst.Call) -> bool:
