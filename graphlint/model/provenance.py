@@ -1104,33 +1104,16 @@ class _StmtContext:
     def _record_returned_items(self, items: dict | None, returned: cst.BaseExpression) -> None:
         """Merge one return's per-key values into the frame's (False once the returns
         are not all dict displays with the same literal keys; `return None` aside)."""
-        frame = self.frame
-        known = frame.returned_items
-        if items is None:
-            if not (type(returned) is cst.Name and returned.value == "None"):
-                frame.returned_items = False
-        elif known is None:
-            frame.returned_items = dict(items)
-        elif known is not False and known.keys() == items.keys():
-            frame.returned_items = {key: known[key] | items[key] for key in known}
-        else:
-            frame.returned_items = False
+        self.frame.returned_items = _merged_per_key(
+            self.frame.returned_items, items, returned, lambda a, b: a | b
+        )
 
     def _record_returned_nested(self, nested: dict | None, returned: cst.BaseExpression) -> None:
         """Merge one return's nested tuples of variables into the frame's (see Frame.returned_nested)."""
-        frame = self.frame
-        known = frame.returned_nested
-        if nested is None:
-            if not (type(returned) is cst.Name and returned.value == "None"):
-                frame.returned_nested = False
-        elif known is None:
-            frame.returned_nested = dict(nested)
-        elif known is not False and known.keys() == nested.keys() and all(
-            len(known[i]) == len(nested[i]) for i in known
-        ):
-            frame.returned_nested = {i: [a | b for a, b in zip(known[i], nested[i])] for i in known}
-        else:
-            frame.returned_nested = False
+        self.frame.returned_nested = _merged_per_key(
+            self.frame.returned_nested, nested, returned,
+            lambda a, b: [x | y for x, y in zip(a, b)] if len(a) == len(b) else None,
+        )
 
     def _keep_nested_parts(self, targets) -> None:
         """``obs, batch = agent.rollout(obs)`` of a helper returning `obs, (log_probs,
@@ -2118,6 +2101,21 @@ def _literal_key(expr: cst.BaseExpression) -> str | None:
 def _constant_key(element) -> str | None:
     """A dict display element's key as Interpreter.path spells it (None: computed, or `**d`)."""
     return _literal_key(element.key) if type(element) is cst.DictElement else None
+
+
+def _merged_per_key(known, new: dict | None, returned: cst.BaseExpression, union):
+    """What a frame records of its returns, per key, after one more return: ``new`` (None
+    when this return is of another shape) merged into ``known`` (None before the first
+    return, False once two disagree) with ``union``, which answers None for parts of
+    different shapes. `return None` changes nothing."""
+    if new is None:
+        return known if type(returned) is cst.Name and returned.value == "None" else False
+    if known is None:
+        return dict(new)
+    if known is False or known.keys() != new.keys():
+        return False
+    merged = {key: union(known[key], new[key]) for key in known}
+    return False if any(value is None for value in merged.values()) else merged
 
 
 def _held(expr: cst.BaseExpression) -> bool:
