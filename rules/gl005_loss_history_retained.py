@@ -63,6 +63,8 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             # Outputs collected step by step and returned: the caller's objective. (Not
             # when the loop steps an optimizer: a module's `fit` returning its loss sum.)
             continue
+        if _backwarded_by_a_method(model, acc):
+            continue  # a list one hook fills and another sums and backwards (meta-losses)
         # A leaf (a parameter, an input given requires_grad) kept in a list holds no graph.
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True) and not model.sites[o[0]].leaf]
         if not graph or _sibling_of_the_backwarded_part(model, acc):
@@ -105,34 +107,86 @@ def _retained_over_enclosing_loop(model, acc, graph) -> bool:
 
 def _sibling_of_the_backwarded_part(model, acc) -> bool:
     """``loss, sample_size, log = criterion(model, sample); loss.backward(); n += sample_size``:
-    a part unpacked from one call of an unseen function or loss object (not a model's
-    method) beside the part the code backwards.
+    a part unpacked from one unseen call beside the part the code backwards.
 
     Such a callee gives every part the call's node (and its inputs' graphs), so a count
     or a detached metric (YOLO's ``loss_items``) looks like the loss. The backward says
     which part is the loss; a loss function's other parts are for logging, and when
     every node the sibling may hold is one that backward walked, it is taken for a
-    number. Not silenced: parts of a model's method (`model.create_bpr_loss(...)`, whose
-    components are tensors), and after ``retain_graph=True`` (the whole graph stays
-    alive, and a sibling kept in a history keeps all of it).
+    number. A model's method returns tensors as often (`model.create_bpr_loss(...)`
+    hands back loss components), so its sibling is taken for a number only when the
+    code keeps the loss itself as one (flair: ``loss, n = model.forward_loss(batch)``,
+    ``total_loss += loss.item()``, ``total_n += n``): code that cuts the loss before
+    summing it would cut its components too. Not silenced after ``retain_graph=True``
+    (the whole graph stays alive, and a sibling kept in a history keeps all of it).
+    Sums of sums (``batch_n += n`` per chunk, then ``total_n += batch_n``) are traced
+    back to the parts they add.
     """
     facts = model.facts
     freed_from = facts.freeing_backward_paths
-    if not acc.sources or acc.sources & freed_from:
+    sources, graph_sites = _what_feeds(model, acc)
+    if not sources or sources & freed_from:
         return False
-    graph_sites = {o[0] for o in acc.added if o[0] >= 0 and model.origin_is_graph(o)}
     if not graph_sites or not graph_sites <= facts.backwarded_sites:
         return False
     if any(type(model.sites[s].stmt) is cst.Return for s in graph_sites):
         return False  # a callee of this file, followed: its parts are known apart
     return any(
-        site.opaque_parts
-        and site.targets & freed_from
-        and acc.sources <= site.targets
+        site.targets & freed_from
+        and sources <= site.targets
         # A caller's part handed back by a helper is the part the helper's target was.
-        and not {site.part_of.get(source, source) for source in acc.sources} & freed_from
+        and not {site.part_of.get(source, source) for source in sources} & freed_from
+        and (site.opaque_parts or _kept_as_a_number(model, site.targets & freed_from))
         for site in (model.sites[s] for s in graph_sites)
     )
+
+
+def _what_feeds(model, acc, depth: int = 3) -> tuple[frozenset, frozenset]:
+    """The variables an accumulation adds and the graph sites they hold, looking through
+    the accumulators it adds (``batch_n += n`` then ``total_n += batch_n``: ``n``, and
+    the call that bound it, not the statement ``batch_n += n``)."""
+    by_path: dict[str, list] = {}
+    for other in model.facts.accumulations:
+        by_path.setdefault(other.path, []).append(other)
+    sources, sites, through = set(), set(), set()
+    pending = [(acc, 0)]
+    while pending:
+        current, level = pending.pop()
+        sites.update(o[0] for o in current.added if o[0] >= 0 and model.origin_is_graph(o))
+        for source in current.sources:
+            feeders = [f for f in by_path.get(source, ()) if f is not current] if level < depth else []
+            if not feeders:
+                sources.add(source)
+            for feeder in feeders:
+                if feeder.site not in through:
+                    through.add(feeder.site)
+                    pending.append((feeder, level + 1))
+    return frozenset(sources), frozenset(sites - through)
+
+
+def _kept_as_a_number(model, loss_paths) -> bool:
+    """Whether the code sums the backwarded part itself graph-free (``loss.item()``,
+    read as the path ``loss.item``)."""
+    return any(
+        not model.carries_graph(acc.added)
+        and any(source.startswith(path + ".") for source in acc.sources for path in loss_paths)
+        for acc in model.facts.accumulations
+    )
+
+
+def _backwarded_by_a_method(model, acc) -> bool:
+    """``self.meta_losses[i] = loss_i`` in one method, ``sum(self.meta_losses).backward()``
+    in another of the class: the accumulator is the objective, backwarded when the
+    caller (often a base class in another file) calls that method."""
+    target = acc.target
+    if type(target) is cst.Subscript:
+        target = target.value
+    if type(target) is not cst.Attribute or type(target.value) is not cst.Name or target.value.value != "self":
+        return False
+    func = model.function_at(model.line(acc.stmt))
+    scope = model.program.scopes.get(func)
+    cls = scope.cls if scope is not None else None
+    return cls is not None and target.attr.value in model.program.backwarded_attributes(cls)
 
 
 def _shared_by_several_values(site) -> bool:

@@ -212,6 +212,49 @@ def test_an_imported_helper_applied_to_a_state_alone_carries_nothing():
     assert 10 in model_of(moved, watch=10).graphs_at(10, "hidden")
 
 
+def test_gathering_parameters_builds_no_node():
+    # `list(m.named_parameters())`, `[p for n, p in named]`, `filter(...)`: the weights
+    # themselves, gathered; no forward ran on them (a computation on them would be one).
+    source = """
+        def setup(model, optimizer_class):
+            named = list(model.named_parameters())
+            params = [p for n, p in named]
+            trainable = list(filter(lambda p: p.requires_grad, model.parameters()))
+            scaled = [p * 2 for p in params]
+            y = 0
+        """
+    model = model_of(source, watch=7)
+    for name in ("named", "params", "trainable"):
+        assert model.graphs_at(7, name) == set(), name
+    assert model.graphs_at(7, "scaled") == {6}
+
+
+def test_an_unknown_callable_given_only_parameters_builds_an_object():
+    # `optimizer_class(model.parameters(), lr=lr)`: an optimizer, not a forward.
+    source = """
+        def setup(model, optimizer_class, encoder, x):
+            optimizer = optimizer_class(model.parameters(), lr=0.1)
+            features = encoder(x)
+            y = 0
+        """
+    model = model_of(source, watch=5)
+    assert model.graphs_at(5, "optimizer") == set()
+    assert model.graphs_at(5, "features") == {4}
+
+
+def test_an_unknown_callable_given_nothing_is_no_forward():
+    # `sampler = sampler()` of a class handed in: a forward takes input.
+    source = """
+        def setup(data, sampler, encoder, x):
+            sampler = sampler()
+            features = encoder(x)
+            y = 0
+        """
+    model = model_of(source, watch=5)
+    assert model.graphs_at(5, "sampler") == set()
+    assert model.graphs_at(5, "features") == {4}
+
+
 def test_prepare_hands_each_object_back_in_its_place():
     # `model, optimizer = accelerator.prepare(model, optimizer)` wraps each object:
     # the model must not take on what the other arguments carry.

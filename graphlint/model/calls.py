@@ -264,7 +264,9 @@ class _CallEvaluator:
 
     def _roots(self, target: cst.BaseExpression, value: frozenset, retain: bool) -> frozenset:
         if not retain:
-            self.interp.facts.freeing_backward_paths.update(self.ctx.read_paths(target, arguments=True))
+            # (A helper's `loss.backward()` frees the caller's variable it was given too.)
+            read = self.ctx.read_paths(target, arguments=True)
+            self.interp.facts.freeing_backward_paths.update(read | self.frame.callers_paths(read))
         paths = self.ctx.read_paths(target)
         sites = self.interp.sites
         roots = {o[0] for o in value if o[0] >= 0 and sites[o[0]].targets & paths}
@@ -371,7 +373,18 @@ class _CallEvaluator:
         if type(self.program.first_assignment(frame.scope, name)) is cst.Lambda:
             # `add_skip = lambda x: cat((x, hiddens.pop()))`: its closure's graphs come back too.
             return self.ctx.eval(func) | self.args_value() | self.forward(LIKELY, func)
-        return self.object_args() | self.forward(LIKELY, func)
+        if not self.call.args:
+            # `sampler = sampler()`, `factory()`: an unknown callable given nothing, a
+            # class or a factory far more often than a model (a forward takes input).
+            return self.forward(WEAK, func)
+        given = self.args_value()
+        value = self._object_inputs(given)
+        if PARAMS in given and not value:
+            # `optimizer = optimizer_class(model.parameters(), lr=lr)`: a callable handed
+            # the parameters and nothing graph-bearing builds an object over them (an
+            # optimizer, an EMA), not a forward: a module is not called on its weights.
+            return EMPTY
+        return value | self.forward(LIKELY, func)
 
     def frozen_call(self) -> frozenset:
         """A call of a module whose parameters are all frozen: no graph of its own;
@@ -464,10 +477,11 @@ class _CallEvaluator:
 
     def object_args(self) -> frozenset:
         """Arguments of a call that builds an object: parameters and leaves build no graph."""
+        return self._object_inputs(self.args_value())
+
+    def _object_inputs(self, given: frozenset) -> frozenset:
         sites = self.interp.sites
-        return frozenset(
-            o for o in self.args_value() if o != PARAMS and not (o[0] >= 0 and sites[o[0]].leaf)
-        )
+        return frozenset(o for o in given if o != PARAMS and not (o[0] >= 0 and sites[o[0]].leaf))
 
     def maybe_leaf_constructor(self) -> frozenset:
         """``Tensor(data, autograd=True)`` (a custom engine) or ``requires_grad=True``: a new leaf."""
@@ -687,6 +701,7 @@ class _CallEvaluator:
 
     def construct(self, cls) -> frozenset:
         if cls.is_record:
+            self.ctx.gathering.add(self.call)
             return self.args_value()  # `LSTMState(h, c)`: the fields, kept together
         target = self.ctx.construct_target
         found = self.program.method(cls, "__init__")
@@ -722,6 +737,7 @@ class _CallEvaluator:
         params = list(scope.params)
         bound: dict[str, frozenset] = {}
         parts: dict[str, list] = {}  # the parts of a tuple a helper returned, per parameter
+        argument_paths: dict[str, frozenset] = {}
         is_method = cls is not None and params and params[0] in ("self", "cls")
         if is_method:
             first = params.pop(0)
@@ -770,6 +786,8 @@ class _CallEvaluator:
             # local holding the argument's value; the others stand for the caller's object.
             if path is not None and param not in scope.assigned:
                 aliases[param] = path
+            else:
+                argument_paths[param] = self.frame.callers_paths(ctx.read_paths(expr, arguments=True))
         for arg in args:
             if arg.star:
                 ctx.eval(arg.value)
@@ -778,6 +796,8 @@ class _CallEvaluator:
         frame.called_every_iteration = bool(ctx.loop_keys) and ctx.runs_every_iteration()
         frame.passed_in = self.frame.passed_in.union(*(v for p, v in bound.items() if p not in aliases))
         frame.local_defs.update(self.frame.local_defs)
+        frame.argument_paths = argument_paths
+        frame.flags = self._flags(func, params, positional_args, keyword_args)
         state: State = ctx.state
         for param, value in bound.items():
             if param not in aliases:
@@ -823,6 +843,25 @@ class _CallEvaluator:
             exit_state = exit_state.copy()
         interp.forwards_run = forwards_before
         return self._inlined(func, outcome, exit_state)
+
+    def _flags(self, func: cst.FunctionDef, params, positional_args, keyword_args) -> dict[str, bool]:
+        """Parameter -> True/False for those this call sets to a literal, or to a flag of
+        the caller's with a known value, or leaves at a literal default."""
+        defaults = {p.name.value: p.default for p in all_params(func.params) if p.default is not None}
+        flags = {}
+        for index, param in enumerate(params):
+            if index < len(positional_args):
+                expr = positional_args[index]
+            elif param in keyword_args:
+                expr = keyword_args[param]
+            else:
+                expr = defaults.get(param)
+            if type(expr) is cst.Name:
+                if expr.value in ("True", "False"):
+                    flags[param] = expr.value == "True"
+                elif expr.value in self.frame.flags:
+                    flags[param] = self.frame.flags[expr.value]
+        return flags
 
     def _names_an_object(self, expr: cst.Attribute, path: str) -> bool:
         """Whether ``expr`` (at ``path``) is somewhere the analysis keeps track of: bound

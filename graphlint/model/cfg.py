@@ -186,6 +186,40 @@ def grad_mode_of_with(with_stmt: cst.With, current: bool) -> bool:
     return mode
 
 
+def disabled_by_flags(with_stmt: cst.With, flags: dict[str, bool], binding) -> bool:
+    """Whether ``with_stmt`` disables gradients, given the literal values a helper's
+    flags were called with: `torch.set_grad_enabled(training)` with `training=False`;
+    `with grad_context():` after `grad_context = torch.no_grad if not with_grad else
+    nullcontext` with `with_grad=False`. ``binding(name)``: the value a local name is
+    first bound to."""
+    for item in with_stmt.items:
+        expr = item.item
+        if type(expr) is cst.Call and _is_grad_mode_call(expr, ("set_grad_enabled",)) and len(expr.args) == 1:
+            if _flag_value(expr.args[0].value, flags) is False:
+                return True
+            continue
+        if type(expr) is cst.Call and not expr.args and type(expr.func) is cst.Name:
+            expr = binding(expr.func.value)  # `grad_context()`
+        if type(expr) is cst.Call and not expr.args:
+            expr = expr.func  # `(torch.no_grad if ... else nullcontext)()`
+        if type(expr) is cst.IfExp:
+            test = _flag_value(expr.test, flags)
+            chosen = None if test is None else (expr.body if test else expr.orelse)
+            if chosen is not None and _is_grad_mode_call(chosen, ("no_grad", "inference_mode")):
+                return True
+    return False
+
+
+def _flag_value(expr: cst.BaseExpression, flags: dict[str, bool]) -> bool | None:
+    """``flag`` or ``not flag`` of a flag with a known value, else None."""
+    if type(expr) is cst.Name:
+        return flags.get(expr.value)
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
+        inner = _flag_value(expr.expression, flags)
+        return None if inner is None else not inner
+    return None
+
+
 def _disables_grad(call: cst.Call) -> bool | None:
     """`set_grad_enabled(False)`: True; `(True)`: False; anything else: None (unknown)."""
     value = call.args[0].value if call.args else None

@@ -47,7 +47,9 @@ from graphlint.model.guards import (
     reset_counters,
     tested_locals,
 )
-from graphlint.model.names import CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, positional, related_paths
+from graphlint.model.names import (
+    CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, is_optimizer_class, is_torch_factory, positional, related_paths,
+)
 from graphlint.model.statements import assigned_paths
 from graphlint.model.program import (
     ACCELERATOR,
@@ -377,6 +379,10 @@ class EventGraph:
         )
         current = first
         stepped_here: set = set()
+        if assigns and type(stmt) is cst.Assign:
+            rebuilt = self._optimizer_over_fresh_leaves(stmt, [cfg.nodes[h].stmt for h in node.loops], scope)
+            if rebuilt is not None:
+                current.events.append(Event("Z", stmt, self.resolve(rebuilt, aliases), scope, dotted(rebuilt), framework=framework))
         for expr, fors in exprs:
             for item in self._items(expr, fors, loop_fors, scope, aliases, framework):
                 if isinstance(item, Event):
@@ -441,6 +447,28 @@ class EventGraph:
             current.test = _substituted(test, self._tests) if self._tests else test
         current.assigns = assigns
         return current.id
+
+    def _optimizer_over_fresh_leaves(self, stmt: cst.Assign, loops: list, scope: Scope) -> cst.Name | None:
+        """``opt = torch.optim.SGD([x_in], lr=lr)`` in a loop whose every iteration first
+        re-binds ``x_in`` to a new tensor (``latents.detach().clone()``, made to require
+        grad): the new optimizer's parameters have no gradient yet, as after a
+        zero_grad (diffusers' guidance loops, latent and adversarial optimisation). Its
+        target, or None. Parameters that outlive the iteration keep their gradients."""
+        if len(stmt.targets) != 1 or type(stmt.targets[0].target) is not cst.Name or not loops:
+            return None
+        value = stmt.value
+        if type(value) is not cst.Call or not value.args or type(value.args[0].value) is not cst.List:
+            return None
+        qualified = self.program.imports.qualify(value.func) if dotted(value.func) else None
+        if qualified is None or not is_optimizer_class(qualified):
+            return None
+        names = [element.value for element in value.args[0].value.elements]
+        if not names or any(type(name) is not cst.Name for name in names):
+            return None
+        body = loops[-1].body
+        if not all(_rebound_to_a_new_tensor(body, name.value) for name in names):
+            return None
+        return stmt.targets[0].target
 
     def resolve(self, expr: cst.BaseExpression, aliases) -> str | None:
         return self.resolve_path(dotted(expr), aliases)
@@ -684,6 +712,30 @@ class EventGraph:
                 return None
             return self.resolve(iterable, aliases)
         return None
+
+
+def _rebound_to_a_new_tensor(body: cst.CSTNode, name: str) -> bool:
+    """Whether ``body`` binds ``name`` with a plain statement (not under a test) to a
+    new tensor: a copy cut from its graph (``x.detach().clone()``) or a factory call."""
+    for stmt in body.body:
+        for small in stmt.body if type(stmt) is cst.SimpleStatementLine else ():
+            if type(small) is not cst.Assign or len(small.targets) != 1:
+                continue
+            target = small.targets[0].target
+            if type(target) is cst.Name and target.value == name and _new_tensor(small.value):
+                return True
+    return False
+
+
+def _new_tensor(expr: cst.BaseExpression) -> bool:
+    """``a.detach().clone()``, ``a.clone().detach().requires_grad_()``, ``torch.zeros(...)``."""
+    methods = set()
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute:
+        methods.add(expr.func.attr.value)
+        expr = expr.func.value
+    if "detach" in methods or "clone" in methods:
+        return True
+    return type(expr) is cst.Call and is_torch_factory(dotted(expr.func) or "")
 
 
 def _clears(sub) -> bool:

@@ -97,6 +97,7 @@ class Program:
         self._optimizer_models: dict[tuple[str, str], set[str]] = {}
         self._first_assignments: dict[str, dict[str, cst.BaseExpression]] = {}
         self._instance_attributes: dict[str, frozenset[str]] = {}
+        self._backwarded_attributes: dict[str, frozenset[str]] = {}
         self._scopes_by_key: dict[str, Scope] | None = None
         self._backward_summaries: dict[cst.FunctionDef, tuple[bool, bool]] = {}
         self._collect(module)
@@ -249,6 +250,21 @@ class Program:
                     if calls_something(small.value):  # a layer, a Parameter, a factory
                         return False
         return True
+
+    def backwarded_attributes(self, cls: ClassInfo) -> frozenset[str]:
+        """Attributes of ``self`` that a method of the class (or of its bases in this
+        file) backwards, directly or through its locals: ``meta_loss =
+        sum(self.meta_losses) / n; meta_loss.backward()`` backwards ``meta_losses``.
+        A list one method fills and another sums and backwards is an objective, not a
+        history (hooks of a trainer base class that calls both, out of sight)."""
+        if cls.name not in self._backwarded_attributes:
+            self._backwarded_attributes[cls.name] = frozenset(
+                attribute
+                for current in self.lineage(cls)
+                for method in current.methods.values()
+                for attribute in _self_attributes_backwarded(method)
+            )
+        return self._backwarded_attributes[cls.name]
 
     def instance_attributes(self, cls: ClassInfo) -> frozenset[str]:
         """The attributes the class's methods (and its bases' in this file) assign on `self`."""
@@ -950,7 +966,8 @@ def attribute_assignments(body):
 
 
 def _first_assignments(body) -> dict[str, cst.BaseExpression]:
-    """Each name's first plain ``name = value`` in a body, nested functions excluded."""
+    """Each name's first plain ``name = value`` (or ``name: T = value``) in a body,
+    nested functions excluded."""
     found: dict[str, cst.BaseExpression] = {}
 
     class Finder:
@@ -959,8 +976,61 @@ def _first_assignments(body) -> dict[str, cst.BaseExpression]:
                 if type(target.target) is cst.Name:
                     found.setdefault(target.target.value, node.value)
 
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            # `result: List[Record] = []`
+            if type(node.target) is cst.Name and node.value is not None:
+                found.setdefault(node.target.value, node.value)
+
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return False
 
     dispatch(Finder(), body)
     return found
+
+
+def _self_attributes_backwarded(func: cst.FunctionDef) -> set[str]:
+    """The ``self.x`` a backward in ``func`` reads, through its plain local assignments."""
+    values: dict[str, list[cst.BaseExpression]] = {}
+    targets: list[cst.BaseExpression] = []
+    stack = list(_body_statements(func))
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
+            continue
+        if kind is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
+            values.setdefault(node.targets[0].target.value, []).append(node.value)
+        elif kind is cst.Call and type(node.func) is cst.Attribute:
+            if node.func.attr.value in ("backward", "manual_backward"):
+                # `loss.backward()`, `accelerator.backward(loss)`: the receiver or the argument.
+                targets.append(node.func.value)
+                targets.extend(arg.value for arg in node.args[:1] if arg.keyword is None)
+        stack.extend(children(node))
+    found: set[str] = set()
+    seen: set[str] = set()
+    while targets:
+        expr = targets.pop()
+        for node in _attribute_reads(expr):
+            if type(node) is cst.Attribute:
+                if type(node.value) is cst.Name and node.value.value == "self":
+                    found.add(node.attr.value)
+            elif node.value not in seen:
+                seen.add(node.value)
+                targets.extend(values.get(node.value, ()))
+    return found
+
+
+def _attribute_reads(expr: cst.CSTNode):
+    """The names and ``self.x`` attributes an expression reads."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Name:
+            yield node
+        elif type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self":
+            yield node
+        else:
+            if type(node) is cst.Attribute:
+                stack.append(node.value)
+                continue
+            stack.extend(children(node))

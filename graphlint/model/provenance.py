@@ -25,7 +25,7 @@ from graphlint.model.walk import children, descendants
 
 from graphlint.model import events as ev
 from graphlint.model.liveness import live_in, live_on_entry
-from graphlint.model.cfg import ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, ITER, MATCH, STMT, WHILE, WITH, build_cfg
+from graphlint.model.cfg import ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, ITER, MATCH, STMT, WHILE, WITH, build_cfg, disabled_by_flags
 from graphlint.model.names import (
     bound_names,
     CUTTING_ATTRIBUTES,
@@ -34,6 +34,7 @@ from graphlint.model.names import (
     dotted,
     is_torch_factory,
     is_true,
+    PARAMETER_METHODS,
     PASSING_BUILTINS,
     positional,
     receiver_in_place,
@@ -408,6 +409,22 @@ class Frame:
     # CFG node (or (header, True) on loop entry) -> env keys of this frame's locals
     # dead there (see Interpreter.dead_keys).
     dead: dict[object, frozenset] = field(default_factory=dict)
+    # Parameter -> the literal True/False this call gave it (its default when not
+    # passed): decides `torch.set_grad_enabled(training)` and kin (cfg.disabled_by_flags).
+    flags: dict[str, bool] = field(default_factory=dict)
+    # CFG node -> whether a `with` around it disables gradients by those flags.
+    flag_no_grad: dict[int, bool] = field(default_factory=dict)
+    # Parameter bound by value -> the caller's variables its argument read, the
+    # callers' callers' resolved too (`self._backward(scaler.scale(loss))`: loss).
+    argument_paths: dict[str, frozenset] = field(default_factory=dict)
+
+    def callers_paths(self, paths: frozenset) -> frozenset:
+        """``paths`` with each parameter bound by value replaced by what it was given."""
+        found = set()
+        for path in paths:
+            param = path[len(self.prefix):] if self.prefix and path.startswith(self.prefix) else None
+            found.update(self.argument_paths.get(param, (path,)))
+        return frozenset(found)
 
 
 class Facts:
@@ -512,6 +529,17 @@ class Interpreter:
         return self._cfgs[key]
 
     # ----- inlining memo -----
+    def no_grad_by_flags(self, frame: Frame, node) -> bool:
+        """Whether a `with` around ``node`` disables gradients given the frame's flags."""
+        known = frame.flag_no_grad.get(node.id)
+        if known is None:
+            binding = lambda name: self.program.first_assignment(frame.scope, name)
+            known = frame.flag_no_grad[node.id] = any(
+                type(header) is cst.With and disabled_by_flags(header, frame.flags, binding)
+                for header in (frame.cfg.nodes[h].stmt for h in node.withs)
+            )
+        return known
+
     def inline_key(self, func: cst.FunctionDef, frame: "Frame", state: State) -> tuple:
         """Everything solving ``func`` in ``frame`` from ``state`` depends on: where
         the call stands, then the state (last)."""
@@ -519,6 +547,7 @@ class Interpreter:
             id(func),
             frame.prefix,
             frame.no_grad,
+            frozenset(frame.flags.items()),
             frozenset(frame.aliases.items()),
             frame.loop_stack,
             frame.depth,
@@ -918,6 +947,7 @@ class Interpreter:
                 held = frame.prefix + _iterable_key(stmt)
                 # The iterable a pre-header evaluated once (cfg.ITER), else the iterable itself.
                 value = state.env[held] if held in state.env else ctx.eval(stmt.iter)
+                state = ctx.state  # (an inlined helper replaces it)
                 if value and self.path(frame, stmt.iter) is not None:
                     value = value | {ELEMENT}
                 ctx.assign_iterated(stmt.target, stmt.iter, value)
@@ -934,22 +964,24 @@ class Interpreter:
                         ctx._cut(container)
             else:
                 ctx.eval(stmt.test)
-            return state
+            return ctx.state
         if kind == ITER:
-            state.put(frame.prefix + _iterable_key(stmt), ctx.eval(stmt.iter))
+            # (Evaluated first: a helper of the file inlined by the call replaces ctx.state.)
+            value = ctx.eval(stmt.iter)
+            ctx.state.put(frame.prefix + _iterable_key(stmt), value)
             return ctx.state
         if kind == IF:
             ctx.eval(stmt.test)
-            return state
+            return ctx.state
         if kind == MATCH:
             ctx.eval(stmt.subject)
-            return state
+            return ctx.state
         if kind == WITH:
             for item in stmt.items:
                 value = ctx.eval(item.item)
                 if item.asname is not None:
                     ctx.assign(item.asname.name, value)
-            return state
+            return ctx.state
         if kind == DEF:
             if type(stmt) is cst.FunctionDef:
                 frame.local_defs[stmt.name.value] = stmt
@@ -970,7 +1002,7 @@ class _StmtContext:
         self.state = state
         self.stmt = node.stmt
         self.site = interp.site(node.stmt) if node.stmt is not None else None
-        self.no_grad = node.no_grad or frame.no_grad
+        self.no_grad = node.no_grad or frame.no_grad or (bool(frame.flags) and interp.no_grad_by_flags(frame, node))
         self.loop_keys = interp.loop_keys(frame, node)
         self.loop = self.loop_keys[-1] if self.loop_keys else None
         self.produced = 0  # strength of forward calls made by this statement
@@ -991,6 +1023,8 @@ class _StmtContext:
         # statement that is only that call stores them as they are, building no node.
         self.passed_through: cst.Call | None = None
         self.evaluated: frozenset = EMPTY  # the last value _stored evaluated, before materialising
+        # Calls that only gather their arguments (a NamedTuple's or dataclass' constructor).
+        self.gathering: set[cst.Call] = set()
 
     # ----- statements -----
     def statement(self, stmt: cst.CSTNode) -> None:
@@ -1042,7 +1076,9 @@ class _StmtContext:
                 parts = self.tuple_parts(stmt.value)
                 self._record_returned_nested(self.nested_parts if parts is not None else None, stmt.value)
                 elements = None if parts is not None else _tuple_elements(stmt.value) or _concatenated_elements(stmt.value)
-                items = self.dict_parts(stmt.value) if parts is None and elements is None else None
+                items = None
+                if parts is None and elements is None:
+                    items = self.dict_parts(stmt.value) or self._items_kept(stmt.value)
                 self._record_returned_items(items, stmt.value)
                 if items is not None:
                     # `return {"seg": head_a(f), "depth": head_b(f)}`: a node per value, as
@@ -1085,8 +1121,10 @@ class _StmtContext:
         value = self.evaluated = self.eval(expr)
         if self.passed_through is expr:
             return value
-        if _reads_only(expr) or (_display_of_reads(expr) and self.interp.only_leaves(value)):
-            return value  # `params = [w_xh, w_hh, b]` holds the leaves themselves
+        if _reads_only(expr) or ((_gathers_reads(expr) or expr in self.gathering) and self.interp.only_leaves(value)):
+            # `params = [w_xh, w_hh, b]`, `named = list(model.named_parameters())` hold
+            # the leaves themselves: gathering parameters runs no forward on them.
+            return value
         if type(expr) is cst.Lambda:
             return value  # a function holding its closure's values: no node of its own
         return self.materialise(value)
@@ -1097,7 +1135,8 @@ class _StmtContext:
         (``outs.append(policy(x))``: the forward's new node alone is one too)."""
         if not value:
             return EMPTY
-        if all(_held(expr) for expr in exprs) and self.interp.only_leaves(value - {NEW, ELEMENT}):
+        if all(_held(expr) or expr in self.gathering for expr in exprs) and self.interp.only_leaves(value - {NEW, ELEMENT}):
+            # (`result.append(LayerAndParameter(name, layer, param))`: a record of them.)
             return value - {NEW}
         return self.materialise(value)
 
@@ -1304,6 +1343,24 @@ class _StmtContext:
             self.state.put(hold, value)  # (into the state the evaluation left: a helper replaces it)
         return {key: self.state.env.pop(hold) for key, hold in zip(keys, holding)}
 
+    def _items_kept(self, expr: cst.BaseExpression) -> dict[str, frozenset] | None:
+        """Key -> value of the items the state keeps for a returned dict variable
+        (`out = {"loss": l}; out["stat"] = s.detach(); return out`): the caller reads
+        each key as the helper built it. (A key written at run time is in every item
+        already, see State.add; one the helper never wrote reads the whole dict.)"""
+        path = self.interp.path(self.frame, expr) if type(expr) is cst.Name else None
+        if path is None or path not in self.state.parents:
+            return None
+        prefix = path + "["
+        items = {}
+        for key in self.state.item_keys:
+            if key.startswith(prefix) and key.endswith("]") and "[" not in key[len(prefix):] and key in self.state.env:
+                literal = key[len(prefix):-1]
+                if len(literal) < 2 or literal[0] not in "'\"" or literal[-1] != literal[0]:
+                    continue
+                items[literal[1:-1]] = self.state.env[key]
+        return items or None
+
     def tuple_parts(self, expr: cst.BaseExpression, lists: bool = False) -> list[frozenset] | None:
         """The values of the parts of a tuple display (`(obs, net(obs))`), or with
         ``lists`` of a list display: each a node of its own, but a part that only reads
@@ -1457,13 +1514,17 @@ class _StmtContext:
             if path is None:
                 base = self.interp.path(self.frame, target.value)
                 if base is not None:
-                    self.state.add(base, value)
                     if value and (self._indexed_by_the_iteration(target) or self._tensor_buffer(target.value)):
                         # `history[epoch] = loss`: a slot per iteration keeps each one's
                         # value, as `append` does. A write into a tensor (`bank[idx] = l`,
                         # `torch.zeros(n)` first) chains the buffer's earlier writes
-                        # into its graph, whatever slot it writes.
+                        # into its graph, whatever slot it writes. Either is a node of
+                        # this statement, as an append is: a backward of the container's
+                        # sum (`sum(self.meta_losses).backward()`) makes it the objective.
+                        if not self.interp.only_leaves(value - {NEW}):
+                            value = self.materialise(value)
                         self._accumulation(target.value, value, value)
+                    self.state.add(base, value)
                 return
         if path is None:
             return
@@ -1545,6 +1606,13 @@ class _StmtContext:
                 ev.HyperparameterWrite(self.stmt, target, value, self.loop)
             )
 
+    def _extends_a_list(self, target: cst.BaseExpression) -> bool:
+        """``target += ...`` on a name first bound to a list display (``result = []``)."""
+        if type(target) is not cst.Name:
+            return False
+        first = self.program.first_assignment(self.frame.scope, target.value)
+        return type(first) in (cst.List, cst.ListComp)
+
     def _indexed_by_the_iteration(self, target: cst.Subscript) -> bool:
         """Whether an index of ``target`` is the innermost loop's count (`for i in
         range(n)`, `for i, x in enumerate(...)`): each iteration writes a slot of its
@@ -1597,7 +1665,11 @@ class _StmtContext:
         """``target += operand``, or the statement ``target.add_(operand)``."""
         added = self.eval(operand)
         old = self.eval(target)
-        value = self.materialise(old | added)
+        if self._extends_a_list(target) and self.interp.only_leaves((old | added) - {NEW}):
+            # `result += get_layers_and_params(child)`: records of parameters, extended.
+            value = old | added
+        else:
+            value = self.materialise(old | added)
         if type(target) is cst.Subscript and self._is_param_group(target.value):
             self._subscript_write(target, value)
         else:
@@ -1862,6 +1934,9 @@ class _StmtContext:
         tail = self._tail_of_parts(expr)
         if tail is not None:
             return tail
+        listed = self._items_of_listed_keys(expr)
+        if listed is not None:
+            return listed
         if self._reads_a_hyperparameter(expr):
             return EMPTY
         if _indices_of_a_reduction(expr):
@@ -1874,6 +1949,7 @@ class _StmtContext:
             if type(element.slice) is cst.Index:
                 self.eval(element.slice.value)
                 single = single and type(element.slice.value) is not cst.Ellipsis
+                single = single and not self._tensor_of_indices(element.slice.value)
             else:
                 single = False
         value = self.eval(expr.value)
@@ -1882,6 +1958,44 @@ class _StmtContext:
         # An item of a container stands for any of them (see ELEMENT); an index into
         # one call's output (`soft[idx]` of `soft = softmax(teacher(X))`) reads its graph.
         return value if self._output_of_one_call(value) else value | {ELEMENT}
+
+    def _items_of_listed_keys(self, expr: cst.Subscript) -> frozenset | None:
+        """``out[key]`` in ``for key in ("entropy", "kl"):``, each key an item the state
+        keeps: those items, not the whole dict (where the loss sits too)."""
+        if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
+            return None
+        index = expr.slice[0].slice.value
+        base = self.interp.path(self.frame, expr.value) if type(index) is cst.Name else None
+        if base is None:
+            return None
+        cfg = self.frame.cfg
+        for loop in reversed(self.loop_keys):
+            stmt = cfg.nodes[loop[1]].stmt if loop[0] == id(cfg) else None
+            if type(stmt) is not cst.For or type(stmt.target) is not cst.Name or stmt.target.value != index.value:
+                continue
+            if type(stmt.iter) not in (cst.Tuple, cst.List):
+                return None
+            keys = [constant_string(element.value) for element in stmt.iter.elements]
+            paths = [item_path(base, key) for key in keys if key is not None]
+            if not paths or len(paths) != len(keys) or not all(path in self.state.env for path in paths):
+                return None
+            return frozenset().union(*(self.state.env[path] for path in paths))
+        return None
+
+    def _tensor_of_indices(self, index: cst.BaseExpression, depth: int = 2) -> bool:
+        """``labels[batch_indices]`` with ``batch_indices = torch.tensor(...)`` (or a slice
+        of ``order = torch.randperm(n)``): a tensor indexed by a tensor, no list's item."""
+        if type(index) is cst.Subscript and depth:
+            return self._tensor_of_indices(index.value, depth - 1)
+        if type(index) is not cst.Name:
+            return False
+        bound = self.program.first_assignment(self.frame.scope, index.value)
+        if type(bound) is cst.Subscript and depth:
+            return self._tensor_of_indices(bound.value, depth - 1)
+        if type(bound) is not cst.Call or not dotted(bound.func):
+            return False
+        qualified = self.program.imports.qualify(bound.func) or ""
+        return qualified.startswith("torch.")
 
     def _output_of_one_call(self, value: frozenset) -> bool:
         """Whether ``value`` is what assignments of a call's result hold (a tensor, or a
@@ -1963,6 +2077,17 @@ class _StmtContext:
                 self.eval(child.expression)
         return EMPTY
 
+    def _eval_Yield(self, expr: cst.Yield) -> frozenset:
+        """``yield features[idx], labels[idx]``: what a generator of the file hands out
+        is what iterating its call gives, as a return is what a call gives."""
+        value = EMPTY
+        if expr.value is not None:
+            inner = expr.value.item if type(expr.value) is cst.From else expr.value
+            value = self.eval(inner) - {NEW}
+        if self.frame.prefix:
+            self.frame.returns = self.frame.returns | value
+        return EMPTY  # what `send()` passes in
+
     def _eval_NamedExpr(self, expr: cst.NamedExpr) -> frozenset:
         value = self.eval(expr.value)
         self.assign(expr.target, self.materialise(value) if value else EMPTY)
@@ -2037,6 +2162,26 @@ def _display_of_reads(expr: cst.BaseExpression) -> bool:
     if kind is cst.DictComp:
         return _held(expr.key) and _held(expr.value)
     return False
+
+
+def _gathers_reads(expr: cst.BaseExpression) -> bool:
+    """A display of reads, ``model.parameters()``, or builtins that only gather or
+    filter what they are given (``list(m.named_parameters())``, ``filter(lambda p:
+    p.requires_grad, m.parameters())``)."""
+    if _display_of_reads(expr):
+        return True
+    if type(expr) is not cst.Call or any(arg.star for arg in expr.args):
+        return False
+    func = expr.func
+    if type(func) is cst.Attribute:
+        return func.attr.value in PARAMETER_METHODS
+    return (
+        type(func) is cst.Name and func.value in _GATHERING_BUILTINS
+        and all(type(arg.value) is cst.Lambda or _reads_only(arg.value) or _gathers_reads(arg.value) for arg in expr.args)
+    )
+
+
+_GATHERING_BUILTINS = frozenset({"list", "tuple", "dict", "set", "frozenset", "sorted", "reversed", "iter", "filter"})
 
 
 # Dict displays with more keys stay one value (see _StmtContext._split_keys).
