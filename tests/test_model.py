@@ -255,6 +255,26 @@ def test_an_unknown_callable_given_nothing_is_no_forward():
     assert model.graphs_at(5, "features") == {4}
 
 
+def test_a_loop_over_a_helper_of_the_file_binds_what_it_yields():
+    # The call is solved at the loop's pre-header; the helper replaces the state there,
+    # and the loop target must still be bound to what the generator yields.
+    source = """
+        import torch
+
+        def batches(features, labels):
+            for i in range(0, len(features), 4):
+                yield features[i:i + 4], labels[i:i + 4]
+
+        def train():
+            w = torch.randn(3, 1, requires_grad=True)
+            X = torch.randn(8, 3)
+            Y = X @ w
+            for x, y in batches(X, Y):
+                z = 0
+        """
+    assert 11 in model_of(source, watch=13).graphs_at(13, "y")
+
+
 def test_prepare_hands_each_object_back_in_its_place():
     # `model, optimizer = accelerator.prepare(model, optimizer)` wraps each object:
     # the model must not take on what the other arguments carry.
