@@ -65,6 +65,8 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             continue
         if _backwarded_by_a_method(model, acc):
             continue  # a list one hook fills and another sums and backwards (meta-losses)
+        if _beside_an_objective(model, acc):
+            continue
         # A leaf (a parameter, an input given requires_grad) kept in a list holds no graph.
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True) and not model.sites[o[0]].leaf]
         if not graph or _sibling_of_the_backwarded_part(model, acc):
@@ -171,6 +173,23 @@ def _kept_as_a_number(model, loss_paths) -> bool:
         not model.carries_graph(acc.added)
         and any(source.startswith(path + ".") for source in acc.sources for path in loss_paths)
         for acc in model.facts.accumulations
+    )
+
+
+def _beside_an_objective(model, acc) -> bool:
+    """A sum built in a loop that also builds the objective a backward takes, and
+    steps no optimizer (TRPO's `mean_loss += ...; mean_kl += kl` over tasks, both
+    returned; the caller differentiates the first and hands the second to a
+    Hessian-vector product): the loop computes objectives, one call's worth, not a
+    training history. (An accumulation-window loop steps, so it is not this; nor is
+    `loss /= k` before a backward, bound afresh in every iteration.)"""
+    facts = model.facts
+    if acc.loop in facts.step_loops:
+        return False
+    return any(
+        other.loop == acc.loop and other.path != acc.path and other.outlives_iteration
+        and other.site in facts.backwarded_sites
+        for other in facts.accumulations
     )
 
 

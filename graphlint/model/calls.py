@@ -749,6 +749,11 @@ class _CallEvaluator:
         args = [a for a in self.call.args]
         positional_args = [a.value for a in args if a.keyword is None and not a.star]
         keyword_args = {a.keyword.value: a.value for a in args if a.keyword is not None}
+        keyword_args.update(self._spread_keywords(args))
+        star_kwarg = func.params.star_kwarg.name.value if type(func.params.star_kwarg) is cst.Param else None
+        # `def update(self, **kwargs)`: the keywords no parameter takes, kept per key
+        # (`self.compute_loss(**kwargs)` hands them on: see _spread_keywords).
+        extra = {key: ctx.eval(expr) for key, expr in keyword_args.items() if key not in params} if star_kwarg else {}
         for index, param in enumerate(params):
             if index < len(positional_args):
                 expr = positional_args[index]
@@ -804,6 +809,10 @@ class _CallEvaluator:
                 state.set(frame.prefix + param, value - {NEW})
                 for index, part in enumerate(parts.get(param, ())):
                     state.put(item_path(frame.prefix + param, str(index)), part - {NEW})
+        if extra:
+            state.set(frame.prefix + star_kwarg, frozenset().union(*extra.values()) - {NEW})
+            for key, value in extra.items():
+                state.put(item_path(frame.prefix + star_kwarg, key), value - {NEW})
         memo_key = interp.inline_key(func, frame, state)
         known = interp.inlined.get(memo_key)
         if known is not None and not interp.recording:
@@ -843,6 +852,22 @@ class _CallEvaluator:
             exit_state = exit_state.copy()
         interp.forwards_run = forwards_before
         return self._inlined(func, outcome, exit_state)
+
+    def _spread_keywords(self, args) -> dict[str, cst.BaseExpression]:
+        """``f(**kwargs)`` of a dict whose string keys the state keeps (a helper's
+        ``**kwargs``, see inline): each key as the keyword argument ``kwargs['key']``."""
+        found = {}
+        for arg in args:
+            if arg.star != "**" or type(arg.value) is not cst.Name:
+                continue
+            path = self.interp.path(self.frame, arg.value)
+            prefix = (path or "") + "["
+            for key in self.ctx.state.item_keys if path is not None else ():
+                literal = key[len(prefix):-1] if key.startswith(prefix) and key in self.ctx.state.env else ""
+                if len(literal) > 2 and literal[0] == literal[-1] == "'" and "[" not in literal:
+                    index = cst.Index(cst.SimpleString(literal))
+                    found[literal[1:-1]] = cst.Subscript(arg.value, [cst.SubscriptElement(index)])
+        return found
 
     def _flags(self, func: cst.FunctionDef, params, positional_args, keyword_args) -> dict[str, bool]:
         """Parameter -> True/False for those this call sets to a literal, or to a flag of

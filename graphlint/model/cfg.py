@@ -195,7 +195,7 @@ def disabled_by_flags(with_stmt: cst.With, flags: dict[str, bool], binding) -> b
     for item in with_stmt.items:
         expr = item.item
         if type(expr) is cst.Call and _is_grad_mode_call(expr, ("set_grad_enabled",)) and len(expr.args) == 1:
-            if _flag_value(expr.args[0].value, flags) is False:
+            if flag_value(expr.args[0].value, flags) is False:
                 return True
             continue
         if type(expr) is cst.Call and not expr.args and type(expr.func) is cst.Name:
@@ -203,19 +203,19 @@ def disabled_by_flags(with_stmt: cst.With, flags: dict[str, bool], binding) -> b
         if type(expr) is cst.Call and not expr.args:
             expr = expr.func  # `(torch.no_grad if ... else nullcontext)()`
         if type(expr) is cst.IfExp:
-            test = _flag_value(expr.test, flags)
+            test = flag_value(expr.test, flags)
             chosen = None if test is None else (expr.body if test else expr.orelse)
             if chosen is not None and _is_grad_mode_call(chosen, ("no_grad", "inference_mode")):
                 return True
     return False
 
 
-def _flag_value(expr: cst.BaseExpression, flags: dict[str, bool]) -> bool | None:
-    """``flag`` or ``not flag`` of a flag with a known value, else None."""
+def flag_value(expr: cst.BaseExpression, flags: dict[str, bool]) -> bool | None:
+    """The value of ``flag`` or ``not flag`` for a flag of known value, else None."""
     if type(expr) is cst.Name:
         return flags.get(expr.value)
     if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
-        inner = _flag_value(expr.expression, flags)
+        inner = flag_value(expr.expression, flags)
         return None if inner is None else not inner
     return None
 

@@ -380,7 +380,7 @@ class EventGraph:
         current = first
         stepped_here: set = set()
         if assigns and type(stmt) is cst.Assign:
-            rebuilt = self._optimizer_over_fresh_leaves(stmt, [cfg.nodes[h].stmt for h in node.loops], scope)
+            rebuilt = self._optimizer_over_fresh_leaves(stmt, [cfg.nodes[h].stmt for h in node.loops])
             if rebuilt is not None:
                 current.events.append(Event("Z", stmt, self.resolve(rebuilt, aliases), scope, dotted(rebuilt), framework=framework))
         for expr, fors in exprs:
@@ -448,7 +448,7 @@ class EventGraph:
         current.assigns = assigns
         return current.id
 
-    def _optimizer_over_fresh_leaves(self, stmt: cst.Assign, loops: list, scope: Scope) -> cst.Name | None:
+    def _optimizer_over_fresh_leaves(self, stmt: cst.Assign, loops: list) -> cst.Name | None:
         """``opt = torch.optim.SGD([x_in], lr=lr)`` in a loop whose every iteration first
         re-binds ``x_in`` to a new tensor (``latents.detach().clone()``, made to require
         grad): the new optimizer's parameters have no gradient yet, as after a

@@ -25,7 +25,9 @@ from graphlint.model.walk import children, descendants
 
 from graphlint.model import events as ev
 from graphlint.model.liveness import live_in, live_on_entry
-from graphlint.model.cfg import ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, ITER, MATCH, STMT, WHILE, WITH, build_cfg, disabled_by_flags
+from graphlint.model.cfg import (
+    ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, ITER, MATCH, STMT, WHILE, WITH, build_cfg, disabled_by_flags, flag_value,
+)
 from graphlint.model.names import (
     bound_names,
     CUTTING_ATTRIBUTES,
@@ -733,6 +735,8 @@ class Interpreter:
                     if node.kind == IF:
                         # (An `if` without `else` reaches its JOIN as arm 1 when the test fails.)
                         taken = label if label in (True, False) else (False if label == (ARM, 1) else None)
+                        if taken is not None and frame.flags and flag_value(node.stmt.test, frame.flags) is (not taken):
+                            continue  # `if not first_order:` in a helper called with first_order=True
                         if taken is not None:
                             edge_out = self._narrow_on_edge(frame, node.stmt.test, taken, edge_out)
                     if type(label) is tuple and label[0] == ARM:
