@@ -65,7 +65,7 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             continue
         if _backwarded_by_a_method(model, acc):
             continue  # a list one hook fills and another sums and backwards (meta-losses)
-        if _beside_an_objective(model, acc):
+        if _beside_an_objective(model, acc) or _derivatives_kept_differentiable(model, acc):
             continue
         # A leaf (a parameter, an input given requires_grad) kept in a list holds no graph.
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True) and not model.sites[o[0]].leaf]
@@ -190,6 +190,17 @@ def _beside_an_objective(model, acc) -> bool:
         other.loop == acc.loop and other.path != acc.path and other.outlives_iteration
         and other.site in facts.backwarded_sites
         for other in facts.accumulations
+    )
+
+
+def _derivatives_kept_differentiable(model, acc) -> bool:
+    """``rows.append(d_i)`` of ``d_i, = torch.autograd.grad(y, x, v_i, create_graph=True)``:
+    each value read is a derivative taken to be differentiated again (Jacobian and
+    Hessian rows, a PINN's residual terms), so the list is the computation, not a
+    history. (A loss that adds such a term, `loss + penalty`, still reads the loss.)"""
+    bound = {target for s in model.facts.differentiable_grad_sites for target in model.sites[s].targets}
+    return bool(acc.sources) and all(
+        any(source == target or source.startswith(target + ".") for target in bound) for source in acc.sources
     )
 
 

@@ -240,6 +240,8 @@ class _CallEvaluator:
         # A literal `create_graph=False` (the default, spelled out) builds nothing.
         create = keyword(self.call, "create_graph")
         differentiable = not event.writes_grad and create is not None and not is_false(create)
+        if differentiable and interp.recording and ctx.site is not None:
+            interp.facts.differentiable_grad_sites.add(ctx.site.id)
         sites = interp.sites
         for origin in value:
             if not differentiable:

@@ -136,7 +136,9 @@ class ModuleModel:
         if origin[0] < 0:
             return False  # a marker, not a site
         site = self.sites[origin[0]]
-        if origin[0] in roots or site.strength >= 3:
+        if (origin[0] in roots and site.strength >= 2) or site.strength >= 3:
+            # (A root is read by the backward itself; a weak guess, what an unknown
+            # package's function returned for graph-free inputs, is no graph even then.)
             return True
         if certain:
             return origin[0] in self.facts.backwarded_sites and site.strength >= 2

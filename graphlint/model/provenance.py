@@ -446,6 +446,9 @@ class Facts:
         self.freeing_backward_paths: set[str] = set()
         # Sites whose values a module's method returns (outputs collected step by step).
         self.returned_sites: set[int] = set()
+        # Statements taking `torch.autograd.grad(..., create_graph=...)`: derivatives
+        # kept differentiable on purpose (Jacobian rows, PINN residuals, MAML).
+        self.differentiable_grad_sites: set[int] = set()
         # loop key -> paths re-assigned (not from themselves) somewhere in that loop
         self.reset_paths: dict[tuple, set[str]] = {}
         # loop key -> paths re-assigned by a statement every iteration of it runs
@@ -1392,7 +1395,9 @@ class _StmtContext:
 
     def _calls_a_function_of_the_file(self, call: cst.Call) -> bool:
         """`losses(net, v1, v2)` of a `def` of the file (a closure included), or
-        `self.update(v1, v2)` of a class of the file that is no module: no forward."""
+        `self.update(v1, v2)` of a class of the file: a module's method other than its
+        forward too (pl_bolts' SAC `self.loss(batch)` returning three losses of three
+        forwards). The caller checks that the parts share no node."""
         func, program = call.func, self.interp.program
         if type(func) is cst.Name:
             name = func.value
@@ -1404,7 +1409,10 @@ class _StmtContext:
         cls = program.class_of_instance(kinds) if kinds else None
         if cls is None and type(owner) is cst.Name and owner.value == "self":
             cls = self.frame.scope.cls
-        return cls is not None and not cls.is_module and program.method(cls, func.attr.value) is not None
+        method = func.attr.value
+        if cls is None or (cls.is_module and method in ("forward", "__call__")):
+            return False
+        return program.method(cls, method) is not None
 
     def _calls_a_model(self, call: cst.Call) -> bool:
         """`model(x)`, `model.create_bpr_loss(u, p, n)`: a call of a model or of its method."""
@@ -1669,8 +1677,9 @@ class _StmtContext:
         """``target += operand``, or the statement ``target.add_(operand)``."""
         added = self.eval(operand)
         old = self.eval(target)
-        if self._extends_a_list(target) and self.interp.only_leaves((old | added) - {NEW}):
-            # `result += get_layers_and_params(child)`: records of parameters, extended.
+        if (self._extends_a_list(target) or _gathers_reads(operand)) and self.interp.only_leaves((old | added) - {NEW}):
+            # `result += get_layers_and_params(child)`: records of parameters, extended;
+            # `self.gen_variables += list(generator.parameters())`: the parameters, gathered.
             value = old | added
         else:
             value = self.materialise(old | added)
