@@ -51,6 +51,7 @@ SUMMARY = "A loss with its graph is accumulated across iterations and kept alive
 
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
     facts = model.facts
+    index = _Index(model)
     reported = set()
     for acc in facts.accumulations:
         if acc.stmt in reported or acc.no_grad:
@@ -63,14 +64,12 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             # Outputs collected step by step and returned: the caller's objective. (Not
             # when the loop steps an optimizer: a module's `fit` returning its loss sum.)
             continue
-        if _backwarded_by_a_method(model, acc):
-            continue  # a list one hook fills and another sums and backwards (meta-losses)
-        if _beside_an_objective(model, acc) or _derivatives_kept_differentiable(model, acc):
-            continue
         # A leaf (a parameter, an input given requires_grad) kept in a list holds no graph.
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True) and not model.sites[o[0]].leaf]
-        if not graph or _sibling_of_the_backwarded_part(model, acc):
+        if not graph or _beside_an_objective(index, acc) or _derivatives_kept_differentiable(index, acc):
             continue
+        if _backwarded_by_a_method(model, acc) or _sibling_of_the_backwarded_part(model, index, acc):
+            continue  # (a list one hook fills and another sums and backwards: meta-losses)
         if acc.loop in facts.active_loops:
             unpacked = all(_shared_by_several_values(model.sites[o[0]]) for o in graph)
             if not acc.outlives_iteration or _bounded_by_reset(facts, acc, unpacked=unpacked):
@@ -87,6 +86,29 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
             f"value (.detach(), and .item() only when logging, since .item() in a hot loop forces "
             f"a device sync)",
         )
+
+
+class _Index:
+    """What the checks below ask of every accumulation, gathered once per file."""
+
+    def __init__(self, model: ModuleModel) -> None:
+        facts = model.facts
+        self.by_path: dict[str, list] = {}
+        # Loop -> paths of sums kept across its iterations that a backward takes.
+        self.objective_loops: dict[tuple, set[str]] = {}
+        # What graph-free sums read (`total_loss += loss.item()` reads `loss.item`).
+        self.read_as_numbers: set[str] = set()
+        for acc in facts.accumulations:
+            self.by_path.setdefault(acc.path, []).append(acc)
+            if acc.outlives_iteration and acc.site in facts.backwarded_sites:
+                self.objective_loops.setdefault(acc.loop, set()).add(acc.path)
+            if not model.carries_graph(acc.added):
+                self.read_as_numbers |= acc.sources
+        self.step_loops = facts.step_loops
+        # Variables bound to derivatives taken with `create_graph`.
+        self.differentiable = {
+            target for site in facts.differentiable_grad_sites for target in model.sites[site].targets
+        }
 
 
 def _retained_over_enclosing_loop(model, acc, graph) -> bool:
@@ -107,7 +129,7 @@ def _retained_over_enclosing_loop(model, acc, graph) -> bool:
     return not _bounded_by_reset(model.facts, acc, enclosing[-1], unpacked=True)
 
 
-def _sibling_of_the_backwarded_part(model, acc) -> bool:
+def _sibling_of_the_backwarded_part(model, index: _Index, acc) -> bool:
     """``loss, sample_size, log = criterion(model, sample); loss.backward(); n += sample_size``:
     a part unpacked from one unseen call beside the part the code backwards.
 
@@ -126,7 +148,7 @@ def _sibling_of_the_backwarded_part(model, acc) -> bool:
     """
     facts = model.facts
     freed_from = facts.freeing_backward_paths
-    sources, graph_sites = _what_feeds(model, acc)
+    sources, graph_sites = _what_feeds(model, index, acc)
     if not sources or sources & freed_from:
         return False
     if not graph_sites or not graph_sites <= facts.backwarded_sites:
@@ -138,25 +160,22 @@ def _sibling_of_the_backwarded_part(model, acc) -> bool:
         and sources <= site.targets
         # A caller's part handed back by a helper is the part the helper's target was.
         and not {site.part_of.get(source, source) for source in sources} & freed_from
-        and (site.opaque_parts or _kept_as_a_number(model, site.targets & freed_from))
+        and (site.opaque_parts or _kept_as_a_number(index, site.targets & freed_from))
         for site in (model.sites[s] for s in graph_sites)
     )
 
 
-def _what_feeds(model, acc, depth: int = 3) -> tuple[frozenset, frozenset]:
+def _what_feeds(model, index: _Index, acc, depth: int = 3) -> tuple[frozenset, frozenset]:
     """The variables an accumulation adds and the graph sites they hold, looking through
     the accumulators it adds (``batch_n += n`` then ``total_n += batch_n``: ``n``, and
     the call that bound it, not the statement ``batch_n += n``)."""
-    by_path: dict[str, list] = {}
-    for other in model.facts.accumulations:
-        by_path.setdefault(other.path, []).append(other)
     sources, sites, through = set(), set(), set()
     pending = [(acc, 0)]
     while pending:
         current, level = pending.pop()
         sites.update(o[0] for o in current.added if o[0] >= 0 and model.origin_is_graph(o))
         for source in current.sources:
-            feeders = [f for f in by_path.get(source, ()) if f is not current] if level < depth else []
+            feeders = [f for f in index.by_path.get(source, ()) if f is not current] if level < depth else []
             if not feeders:
                 sources.add(source)
             for feeder in feeders:
@@ -166,41 +185,32 @@ def _what_feeds(model, acc, depth: int = 3) -> tuple[frozenset, frozenset]:
     return frozenset(sources), frozenset(sites - through)
 
 
-def _kept_as_a_number(model, loss_paths) -> bool:
+def _kept_as_a_number(index: _Index, loss_paths) -> bool:
     """Whether the code sums the backwarded part itself graph-free (``loss.item()``,
     read as the path ``loss.item``)."""
-    return any(
-        not model.carries_graph(acc.added)
-        and any(source.startswith(path + ".") for source in acc.sources for path in loss_paths)
-        for acc in model.facts.accumulations
-    )
+    return any(source.startswith(path + ".") for source in index.read_as_numbers for path in loss_paths)
 
 
-def _beside_an_objective(model, acc) -> bool:
+def _beside_an_objective(index: _Index, acc) -> bool:
     """A sum built in a loop that also builds the objective a backward takes, and
     steps no optimizer (TRPO's `mean_loss += ...; mean_kl += kl` over tasks, both
     returned; the caller differentiates the first and hands the second to a
     Hessian-vector product): the loop computes objectives, one call's worth, not a
     training history. (An accumulation-window loop steps, so it is not this; nor is
     `loss /= k` before a backward, bound afresh in every iteration.)"""
-    facts = model.facts
-    if acc.loop in facts.step_loops:
+    if acc.loop in index.step_loops:
         return False
-    return any(
-        other.loop == acc.loop and other.path != acc.path and other.outlives_iteration
-        and other.site in facts.backwarded_sites
-        for other in facts.accumulations
-    )
+    return bool(index.objective_loops.get(acc.loop, set()) - {acc.path})
 
 
-def _derivatives_kept_differentiable(model, acc) -> bool:
+def _derivatives_kept_differentiable(index: _Index, acc) -> bool:
     """``rows.append(d_i)`` of ``d_i, = torch.autograd.grad(y, x, v_i, create_graph=True)``:
     each value read is a derivative taken to be differentiated again (Jacobian and
     Hessian rows, a PINN's residual terms), so the list is the computation, not a
     history. (A loss that adds such a term, `loss + penalty`, still reads the loss.)"""
-    bound = {target for s in model.facts.differentiable_grad_sites for target in model.sites[s].targets}
     return bool(acc.sources) and all(
-        any(source == target or source.startswith(target + ".") for target in bound) for source in acc.sources
+        any(source == target or source.startswith(target + ".") for target in index.differentiable)
+        for source in acc.sources
     )
 
 
