@@ -61,13 +61,23 @@ SUMMARY = "zero_grad/step/backward order clears gradients before a step or appli
 
 
 def check(model: ModuleModel) -> Iterator[Diagnostic]:
-    reported = set()
+    # One finding per (kind, statement). When several paths violate there, the one
+    # named never depends on the order the analysis found them in (which follows
+    # hash-seeded sets): two distinct steps first, then the earliest lines.
+    chosen: dict[tuple, object] = {}
     for violation in model.order_violations:
         key = (violation.kind, violation.at)
-        if key in reported:
-            continue
-        reported.add(key)
+        known = chosen.get(key)
+        if known is None or _preference(model, violation) < _preference(model, known):
+            chosen[key] = violation
+    for violation in chosen.values():
         yield model.diagnostic(violation.at, _message(model, violation))
+
+
+def _preference(model: ModuleModel, violation) -> tuple:
+    lines = lambda node: model.line(node) if node is not None else 0
+    first, step = lines(violation.first_step), lines(violation.step)
+    return (not first or first == step, first, step, lines(violation.backward))
 
 
 def _message(model: ModuleModel, violation) -> str:

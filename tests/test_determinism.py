@@ -68,3 +68,50 @@ def test_findings_do_not_depend_on_the_hash_seed(tmp_path):
     outputs = {_check(path, seed) for seed in ("1", "2", "3", "4", "5", "6")}
     assert len(outputs) == 1, outputs
     assert '"GL002"' in outputs.pop()
+
+
+# poutyne's `fit` (accumulation helper plus a flush step after the loop): several paths
+# violate at one backward, and the one the message names must not follow the order
+# the order analysis found them in.
+ACCUMULATION_WITH_FLUSH = textwrap.dedent(
+    """
+    class Model:
+        def fit(self, train_loader, epochs, batches_per_step):
+            for epoch in range(epochs):
+                did_backprop = False
+                for number, (x, y) in enumerate(train_loader, 1):
+                    loss, did_backprop = self._fit_batch(x, y, batches_per_step, number)
+                if not did_backprop:
+                    self.optimizer.step()
+
+        def _fit_batch(self, x, y, batches_per_step, number):
+            if (number - 1) % batches_per_step == 0:
+                self.optimizer.zero_grad()
+            loss_tensor = self.loss_function(self.network(x), y)
+            loss_tensor.backward()
+            if number % batches_per_step == 0:
+                self.optimizer.step()
+            return float(loss_tensor.detach()), number % batches_per_step == 0
+    """
+)
+
+
+def test_the_violation_a_gl003_message_names_does_not_follow_discovery_order():
+    import dataclasses
+
+    import libcst
+
+    from graphlint.model import build_model
+    from graphlint.rules import RULES_BY_CODE
+
+    model = build_model(libcst.parse_module(ACCUMULATION_WITH_FLUSH), ACCUMULATION_WITH_FLUSH)
+    (found,) = [v for v in model.order_violations if v.kind == "b"]
+    # The same backward reached by a second path: one step, in more than one iteration.
+    other = dataclasses.replace(found, first_step=None)
+    messages = set()
+    for order in ([found, other], [other, found]):
+        model.order_violations = order
+        (diagnostic,) = RULES_BY_CODE["GL003"].check(model)
+        messages.add(diagnostic.message)
+    assert len(messages) == 1, messages
+    assert "and again by the step" in messages.pop()
