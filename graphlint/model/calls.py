@@ -757,11 +757,8 @@ class _CallEvaluator:
         # (`self.compute_loss(**kwargs)` hands them on: see _spread_keywords).
         extra = {key: ctx.eval(expr) for key, expr in keyword_args.items() if key not in params} if star_kwarg else {}
         for index, param in enumerate(params):
-            if index < len(positional_args):
-                expr = positional_args[index]
-            elif param in keyword_args:
-                expr = keyword_args[param]
-            else:
+            expr = _argument_for(index, param, positional_args, keyword_args)
+            if expr is None:
                 continue
             built = self._constructed_argument(expr)
             if built is not None:
@@ -877,11 +874,8 @@ class _CallEvaluator:
         defaults = {p.name.value: p.default for p in all_params(func.params) if p.default is not None}
         flags = {}
         for index, param in enumerate(params):
-            if index < len(positional_args):
-                expr = positional_args[index]
-            elif param in keyword_args:
-                expr = keyword_args[param]
-            else:
+            expr = _argument_for(index, param, positional_args, keyword_args)
+            if expr is None:
                 expr = defaults.get(param)
             if type(expr) is cst.Name:
                 if expr.value in ("True", "False"):
@@ -937,6 +931,13 @@ class _CallEvaluator:
             # no node; what the caller stores is a leaf too.
             return self.leaf()
         return returns
+
+
+def _argument_for(index: int, param: str, positional_args: list, keyword_args: dict) -> cst.BaseExpression | None:
+    """The expression a call passes the parameter at ``index`` (None when it passes none)."""
+    if index < len(positional_args):
+        return positional_args[index]
+    return keyword_args.get(param)
 
 
 def _built_by(sites, state, models: set[str]) -> set:
