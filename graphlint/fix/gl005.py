@@ -30,6 +30,10 @@ def fix(finding: Finding, document: Document) -> Fix | None:
     accumulator, value = _accumulator_and_value(statement)
     if value is None or _already_cut(value) or _feeds_computation(accumulator, statement, document):
         return None
+    if isinstance(value, _NO_TENSOR_DISPLAYS):
+        # `stats.append((loss, part))`, `params += [{...}]`: a tuple, list, dict or
+        # string has no `.detach()`; which of its items to cut is the author's call.
+        return None
     if isinstance(statement, libcst.Expr) or (isinstance(statement, libcst.Assign) and statement.value is value):
         # losses.append(loss), losses[i] = loss: the container stays one of tensors
         method = "detach"
@@ -111,6 +115,12 @@ def _feeds_computation(accumulator, statement, document: Document) -> bool:
             if any(n.deep_equals(accumulator) for operand in operands for n in document.walk(operand)):
                 return True
     return False
+
+
+_NO_TENSOR_DISPLAYS = (
+    libcst.List, libcst.Tuple, libcst.Dict, libcst.Set, libcst.ListComp, libcst.SetComp, libcst.DictComp,
+    libcst.GeneratorExp, libcst.SimpleString, libcst.FormattedString, libcst.ConcatenatedString,
+)
 
 
 def _already_cut(value: libcst.BaseExpression) -> bool:
