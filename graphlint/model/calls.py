@@ -860,12 +860,9 @@ class _CallEvaluator:
             if arg.star != "**" or type(arg.value) is not cst.Name:
                 continue
             path = self.interp.path(self.frame, arg.value)
-            prefix = (path or "") + "["
-            for key in self.ctx.state.item_keys if path is not None else ():
-                literal = key[len(prefix):-1] if key.startswith(prefix) and key in self.ctx.state.env else ""
-                if len(literal) > 2 and literal[0] == literal[-1] == "'" and "[" not in literal:
-                    index = cst.Index(cst.SimpleString(literal))
-                    found[literal[1:-1]] = cst.Subscript(arg.value, [cst.SubscriptElement(index)])
+            for key in self.ctx.state.string_items(path) if path is not None else ():
+                index = cst.Index(cst.SimpleString(repr(key)))
+                found[key] = cst.Subscript(arg.value, [cst.SubscriptElement(index)])
         return found
 
     def _flags(self, func: cst.FunctionDef, params, positional_args, keyword_args) -> dict[str, bool]:

@@ -299,6 +299,18 @@ class State:
             if key.startswith(bracket) and key in env:
                 env[key] = env[key] | value
 
+    def string_items(self, path: str) -> dict[str, str]:
+        """String key -> env path of the items ``path`` holds right below it (``d['k']``:
+        ``k``), as item_path spells them."""
+        if path not in self.parents:
+            return {}
+        prefix, found = path + "[", {}
+        for key in self.item_keys:
+            literal = key[len(prefix):-1] if key.startswith(prefix) and key.endswith("]") and key in self.env else ""
+            if len(literal) > 1 and literal[0] == literal[-1] and literal[0] in "'\"" and "[" not in literal:
+                found[literal[1:-1]] = key
+        return found
+
     def drop_prefix(self, prefix: str, dead: frozenset = frozenset()) -> None:
         for key in [k for k in self.env if k.startswith(prefix)]:
             del self.env[key]
@@ -1356,16 +1368,7 @@ class _StmtContext:
         each key as the helper built it. (A key written at run time is in every item
         already, see State.add; one the helper never wrote reads the whole dict.)"""
         path = self.interp.path(self.frame, expr) if type(expr) is cst.Name else None
-        if path is None or path not in self.state.parents:
-            return None
-        prefix = path + "["
-        items = {}
-        for key in self.state.item_keys:
-            if key.startswith(prefix) and key.endswith("]") and "[" not in key[len(prefix):] and key in self.state.env:
-                literal = key[len(prefix):-1]
-                if len(literal) < 2 or literal[0] not in "'\"" or literal[-1] != literal[0]:
-                    continue
-                items[literal[1:-1]] = self.state.env[key]
+        items = {key: self.state.env[held] for key, held in self.state.string_items(path).items()} if path else {}
         return items or None
 
     def tuple_parts(self, expr: cst.BaseExpression, lists: bool = False) -> list[frozenset] | None:
