@@ -74,7 +74,7 @@ def _analysis_code_roots() -> list[Path]:
     import graphlint
 
     # find_spec locates graphlint.rules (a separate folder in a checkout) without
-    # importing it: the rules pull in libcst, which a fully cached run never needs.
+    # importing it: the rules pull in the model, which a fully cached run never needs.
     rules = importlib.util.find_spec("graphlint.rules")
     rule_paths = list(rules.submodule_search_locations or []) if rules else []
     return sorted({Path(p).resolve() for p in (*graphlint.__path__, *rule_paths)})

@@ -21,7 +21,7 @@ from graphlint.source import parse, read_text, unanalysable
 
 __all__ = ["check_source", "unanalysable"]
 
-# libcst's parser and our recursive walks need headroom for deeply nested code;
+# Building the tree and our recursive walks need headroom for deeply nested code;
 # past this we report GL000 instead of crashing.
 _RECURSION_LIMIT = 10_000
 
@@ -35,7 +35,7 @@ ANALYSIS_CPU_SECONDS = 10.0
 
 # The analysis allocates millions of short-lived objects but leaves almost no
 # cyclic garbage, while each full collection walks every live object (the
-# libcst tree, the dataflow states). With CPython's default thresholds (700,
+# syntax tree, the dataflow states). With CPython's default thresholds (700,
 # 10, 10) collections took about a tenth of the CPU time of the corpus' kept
 # files, and 15% on transformers' trainer.py; these thresholds remove nearly
 # all of it and peak memory stays the same. The caller's are restored after.
@@ -79,7 +79,7 @@ def _cpu_time_limit(seconds: float | None):
     virtual timer free (a host program that uses it keeps it; then the
     analysis runs unlimited, bounded by the model's step budget alone).
     Yields an object whose ``expired`` tells, after the fact, whether the
-    limit fired: code interrupted mid-cleanup (a libcst context manager)
+    limit fired: code interrupted mid-cleanup (a context manager's exit)
     may raise its own error in place of ours.
     """
     limit = _Limit()
@@ -114,13 +114,9 @@ def _cpu_time_limit(seconds: float | None):
 
 
 def check_source(
-    source: str | bytes, path: str, codes: frozenset[str] | None = None, *, compiled: bool = False
+    source: str | bytes, path: str, codes: frozenset[str] | None = None
 ) -> list[Finding]:
-    """All findings for one file, sorted; ``codes`` restricts which rules run.
-
-    ``compiled``: the caller saw CPython compile exactly this source, so the
-    parse may skip libcst's own checks of the tree it builds (see source.parse).
-    """
+    """All findings for one file, sorted; ``codes`` restricts which rules run."""
     try:
         if path.endswith(".ipynb"):
             from graphlint.notebook import check_notebook
@@ -128,7 +124,7 @@ def check_source(
             # A notebook's code cells are analysed as one program; findings come back per cell.
             findings = check_notebook(source, path, lambda program: _findings(program, path, codes))
         else:
-            findings = _findings(source, path, codes, compiled)
+            findings = _findings(source, path, codes)
     except Exception as error:  # a bug in graphlint must cost one file, never the run
         if os.environ.get("GRAPHLINT_DEBUG"):
             raise
@@ -139,24 +135,24 @@ def check_source(
     return findings
 
 
-def _findings(source: str | bytes, path: str, codes: frozenset[str] | None, compiled: bool = False) -> list[Finding]:
+def _findings(source: str | bytes, path: str, codes: frozenset[str] | None) -> list[Finding]:
     text = read_text(source, path)
     if isinstance(text, Finding):
         return [text]
     source = text
 
     with _fewer_collections():
-        return _analyse_text(source, path, codes, compiled)
+        return _analyse_text(source, path, codes)
 
 
-def _analyse_text(source: str, path: str, codes: frozenset[str] | None, compiled: bool = False) -> list[Finding]:
+def _analyse_text(source: str, path: str, codes: frozenset[str] | None) -> list[Finding]:
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
     try:
-        module = parse(source, path, validate=not compiled)
+        module = parse(source, path)
         if isinstance(module, Finding):
             return [module]
-        # The parse is not timed: libcst parses on a thread of its own that a
+        # The parse is not timed: the tree is built on a thread of its own that a
         # signal cannot stop, and source.py already bounds its input.
         with _cpu_time_limit(ANALYSIS_CPU_SECONDS) as limit:
             try:

@@ -1,13 +1,13 @@
 """The command line: a thin click layer over discovery, the engine and the reports.
 
 Exit codes (Ruff's): 0 no findings, 1 findings (GL000 included), 2 a usage,
-configuration or internal error. Heavy modules (libcst, the rules, the
-dynamic checker) are imported only by the commands that need them, so
-``graphlint --version``, ``graphlint rules`` and a check with nothing to
-analyse start fast; so are the lighter ones only some runs need (pathspec
-for a directory walk, tomllib for a configuration file, the notebook reader,
-the process pool, the report formats not asked for). tests/test_rules_registry.py
-checks what a check imports.
+configuration or internal error. Heavy modules (the model and the rules,
+libcst for fixes, the dynamic checker) are imported only by the commands
+that need them, so ``graphlint --version``, ``graphlint rules`` and a check
+with nothing to analyse start fast; so are the lighter ones only some runs
+need (pathspec for a directory walk, tomllib for a configuration file, the
+notebook reader, the process pool, the report formats not asked for).
+tests/test_rules_registry.py checks what a check imports.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ One bad file never hides another file's findings: a read error, an exception
 in the analysis or a worker process that dies becomes a GL000 finding for that
 file and the run goes on. Output order is stable: by path, then position.
 
-libcst (and the rules, which import it) is imported only when some file
+The model and the rules are imported only when some file
 actually has to be analysed: a fully cached run, or one whose files all
 compile and were dropped by the prefilter, never pays for it.
 """
@@ -407,8 +407,9 @@ def check_syntax(data: bytes, display: str, codes: frozenset[str] | None) -> lis
 
     A file that does not compile goes through the single-file checker, like
     any file that is analysed: its GL000 has the same message and position
-    (and if libcst parses what CPython rejects, e.g. a ``return`` outside a
-    function, the result is the checker's, as for a file that is analysed).
+    (and where CPython parses what it does not compile, e.g. a ``return``
+    outside a function, the result is the checker's, as for a file that is
+    analysed).
     """
     if compiles(data):
         return None
@@ -421,14 +422,13 @@ def analyse_bytes(data: bytes, display: str, codes: frozenset[str] | None, prefi
     None when the second stage of the prefilter (which runs here, in the
     worker, because it compiles the file) shows the file cannot have findings.
     """
-    # CPython compiles every file stage 2 sees; the checker need not re-check what it accepted.
     names = code_names(data) if prefilter else None
     if names is not None and not names_may_have_findings(names, codes):
         return None
     try:
         from graphlint.checker import check_source
 
-        return check_source(data, display, codes, compiled=names is not None)
+        return check_source(data, display, codes)
     except RecursionError:
         return [_unanalysable(display, "code is nested too deeply to analyse")]
     except MemoryError:
@@ -443,5 +443,5 @@ def _internal_error(display: str, error: BaseException) -> Finding:
 
 def _unanalysable(path: str, message: str) -> Finding:
     # Built here rather than with checker.unanalysable so that a run needing no
-    # analysis never imports libcst.
+    # analysis never imports the model.
     return Finding("GL000", message, path, 1, 1, 1, 1)

@@ -21,7 +21,7 @@ class GraphlintChecker:
 
     def __init__(self, tree: ast.AST, filename: str, lines: list[str]) -> None:
         # ``tree`` is required for flake8 to call this plugin once per file; graphlint
-        # parses with libcst itself.
+        # parses the file itself.
         self.filename = filename
         self.lines = lines
 

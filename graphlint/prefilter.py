@@ -1,6 +1,6 @@
-"""Two cheap tests, run before any libcst parse: can this file lead to a finding at all?
+"""Two cheap tests, run before any parse: can this file lead to a finding at all?
 
-Parsing with libcst and building the model is by far the most expensive part
+Parsing and building the model is by far the most expensive part
 of a run, and most files of a real codebase (models, data, utilities) contain
 no training loop. Every rule needs some event that is only ever recognised
 from a spelling in the same file (graphlint never looks into other files): a

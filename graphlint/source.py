@@ -1,10 +1,11 @@
-"""From a file's bytes to a libcst module, or one GL000 finding saying why not.
+"""From a file's bytes to the model's syntax tree, or one GL000 finding saying why not.
 
 Every way input can be unusable ends here as a short, human message at the
 right position: bytes that are not text, a NUL byte, a file too large to
-analyse in reasonable time, and syntax errors. Syntax errors carry CPython's
-own message and position (what users know from running their code), with
-libcst's message only when CPython accepts what libcst cannot parse.
+analyse in reasonable time, code nested too deeply, and syntax errors, which
+carry CPython's own message and position (what users know from running their
+code): the tree is CPython's parser's, turned into the model's node classes
+(graphlint/model/from_ast.py).
 """
 
 from __future__ import annotations
@@ -18,27 +19,25 @@ from typing import TYPE_CHECKING
 from graphlint.finding import Finding
 
 if TYPE_CHECKING:
-    import libcst
+    from graphlint.model import syntax
 
-# libcst parses roughly 0.2-0.8 MB/s; past this size one file would stall a
-# whole run (and a pre-commit hook), so it is reported instead of analysed.
+# Past this size one file would stall a whole run (and a pre-commit hook): the
+# analysis, not the parse, grows faster than the file. It is reported instead.
 MAX_SOURCE_BYTES = 1_000_000
 
-# libcst's parser takes time quadratic in expression depth (a chain of 1,000
-# binary operators: 0.2 s; 5,000: 15 s; 10,000 overflows the native stack),
-# while CPython's parser is fast and rejects more than 200 nested brackets.
-# Text whose shape allows deep expressions is first checked with compile(),
-# and anything deeper than this is reported instead of parsed.
+# The tree is built, and analysed, by recursion as deep as an expression:
+# CPython's parser rejects more than 200 nested brackets, but a chain of
+# 10,000 binary operators is 10,000 levels deep. Text whose shape allows deep
+# expressions has its depth measured, and anything deeper than this is
+# reported instead of analysed.
 MAX_EXPRESSION_DEPTH = 1_000
 # Cheap over-estimates that decide when that check is worth its cost: an
 # expression cannot be deeper than its logical line is long.
 _LOGICAL_LINE_WORTH_CHECKING = MAX_EXPRESSION_DEPTH
 _NESTING_WORTH_CHECKING = 100
-# libcst's native parser runs on the calling thread's stack; a big stack
-# turns what would be a segfault on pathological input into mere slowness.
+# The tree is built on a thread with a big stack: deep (bounded) recursion
+# there is mere slowness, where the main thread's stack could overflow.
 _PARSER_STACK_BYTES = 256 * 1024 * 1024
-
-_LIBCST_MESSAGE_LIMIT = 160
 
 
 def unanalysable(path: str, message: str, line: int = 1, col: int = 1, end_line: int | None = None, end_col: int | None = None) -> Finding:
@@ -99,70 +98,18 @@ def _byte_position(data: bytes, index: int) -> tuple[int, int]:
     return line, col
 
 
-def parse(text: str, path: str, validate: bool = True) -> libcst.Module | Finding:
-    """The libcst module, or a GL000 finding with the syntax error's message and position.
-
-    ``validate=False``, for text CPython is known to compile: libcst's checks of
-    every node it builds are skipped (see ``_unvalidated``).
-    """
-    # Imported here, not at the top: the notebook reader and read_text() use this
-    # module in runs that parse nothing, which must not pay for libcst.
-    import libcst
+def parse(text: str, path: str) -> syntax.Module | Finding:
+    """The model's syntax tree, or a GL000 finding with the syntax error's message and position."""
+    from graphlint.model.from_ast import build_module
 
     longest_line, nesting = _shape(text)
-    if longest_line > _LOGICAL_LINE_WORTH_CHECKING or nesting > _NESTING_WORTH_CHECKING:
-        problem = _cpython_check(text, path, measure_depth=True)
-        if problem is not None:
-            return problem
-    try:
-        return _on_big_stack(libcst.parse_module if validate else _unvalidated, text)
-    except libcst.ParserSyntaxError as error:
-        problem = _cpython_check(text, path, measure_depth=False)
-        if problem is not None:
-            return problem
-        message = str(error.message).strip()
-        first_line = message.splitlines()[0] if message else "invalid syntax"
-        if len(first_line) > _LIBCST_MESSAGE_LIMIT:
-            first_line = first_line[: _LIBCST_MESSAGE_LIMIT - 3] + "..."
-        return unanalysable(path, f"cannot parse: {first_line}", error.raw_line, error.raw_column + 1)
-    except libcst.CSTValidationError as error:
-        # The parser built a node its own checks reject: a name that is no identifier
-        # (a character CPython does not accept either, such as U+13460).
-        problem = _cpython_check(text, path, measure_depth=False)
-        if problem is not None:
-            return problem
-        return unanalysable(path, f"cannot parse: {str(error).splitlines()[0][:_LIBCST_MESSAGE_LIMIT]}")
-
-
-# Held while libcst's node checks are switched off (see _unvalidated).
-_UNVALIDATED = threading.Lock()
-
-
-def _unvalidated(text: str) -> libcst.Module:
-    """``libcst.parse_module`` without libcst's check of each node it builds.
-
-    Every node's ``__post_init__`` validates its fields (whitespace by regex,
-    names, parentheses): a fifth of the parse's time on real files. On text
-    CPython compiles, the parser only builds nodes that pass those checks, so
-    they are switched off for the parse, class-wide (the parser constructs
-    the nodes from native code, which no argument reaches). Node constructors
-    running on another thread meanwhile skip them too, which only matters for
-    a tree built wrong, and a lock keeps two parses from restoring them early.
-    """
-    import libcst
-    from libcst._nodes.base import CSTNode
-
-    with _UNVALIDATED:
-        checked = CSTNode.__dict__["__post_init__"]
-        CSTNode.__post_init__ = _no_check
-        try:
-            return libcst.parse_module(text)
-        finally:
-            CSTNode.__post_init__ = checked
-
-
-def _no_check(node) -> None:
-    return None
+    deep = longest_line > _LOGICAL_LINE_WORTH_CHECKING or nesting > _NESTING_WORTH_CHECKING
+    tree = _cpython_parse(text, path, measure_depth=deep)
+    if isinstance(tree, Finding):
+        return tree
+    data = text.encode("utf-8", "surrogatepass")
+    # The tree is built by recursion as deep as the code's nesting (bounded above).
+    return on_big_stack(build_module, tree, data)
 
 
 def _shape(text: str) -> tuple[int, int]:
@@ -183,8 +130,8 @@ def _shape(text: str) -> tuple[int, int]:
     return max(longest, current), deepest
 
 
-def _cpython_check(text: str, path: str, measure_depth: bool) -> Finding | None:
-    """CPython's verdict on the text: None if it parses (and is not too deep), else a GL000 finding."""
+def _cpython_parse(text: str, path: str, measure_depth: bool) -> ast.Module | Finding:
+    """CPython's tree of the text, or a GL000 finding saying why there is none (or why it is too deep)."""
     try:
         tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:  # includes IndentationError and TabError
@@ -201,7 +148,7 @@ def _cpython_check(text: str, path: str, measure_depth: bool) -> Finding | None:
             return unanalysable(
                 path, f"code is nested too deeply to analyse (more than {MAX_EXPRESSION_DEPTH} levels)", line, col
             )
-    return None
+    return tree
 
 
 def syntax_error_finding(error: SyntaxError, path: str, first_line: int = 1, note: str = "") -> Finding:
@@ -225,7 +172,7 @@ def _first_node_deeper_than(tree: ast.AST, limit: int) -> ast.AST | None:
     return None
 
 
-def _on_big_stack(function, *args):
+def on_big_stack(function, *args):
     """Run ``function`` on a thread with a large stack; fall back to this thread if none can be made."""
     outcome: dict = {}
 

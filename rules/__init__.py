@@ -7,7 +7,7 @@ training-loop model; rules never walk the syntax tree themselves.
 What the command line needs before any file is analysed (which codes exist,
 their names and summaries, ``--select``/``--ignore``) comes from the static
 table ``RULES`` below, so that a run that analyses nothing never imports the
-rule modules, and with them libcst. The modules are imported when a file is
+rule modules, and with them the model. The modules are imported when a file is
 analysed (``ALL_RULES``, ``RULES_BY_CODE``, both loaded on first use).
 tests/test_rules_registry.py checks that the table says what the modules say:
 the modules are the source of truth, and a rule added or renamed there fails

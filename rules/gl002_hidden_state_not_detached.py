@@ -52,12 +52,12 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         if document is None:
             from graphlint.fix.document import Document  # only files with a finding pay for it
 
-            document = Document(model.source, model.module)
+            document = Document.parse(model.source) or False
         yield model.diagnostic(
             call,
             f"hidden state '{state}' carries the graph of the forward at line {forward_line} "
             f"into the next iteration ({how}); detach it before this call "
-            f"({_detach_hint(call, state, document)})",
+            f"({_detach_hint(model, call, state, document)})",
         )
 
 
@@ -105,11 +105,19 @@ def _cut_somewhere(model: ModuleModel, fact) -> bool:
     return False
 
 
-def _detach_hint(call, state: str, document) -> str:
+def _detach_hint(model: ModuleModel, call, state: str, document) -> str:
     """The cut the fix would insert, in the state's shape; else a tensor's cut for a plain name."""
+    import libcst
+
     from graphlint.fix.gl002 import detaching_statement
 
-    code = detaching_statement(call, state, document)
+    # The fixer's document is libcst's tree: its call is the one spanning the same text.
+    span = model.span(call)
+    fixed_call = next((
+        node for node in (document.nodes_at(span.line, span.col, libcst.Call) if document else ())
+        if document.end(node) == (span.end_line, span.end_col)
+    ), None)
+    code = detaching_statement(fixed_call, state, document) if fixed_call is not None else None
     if code is not None:
         return code
     if state.isidentifier() or state.replace(".", "").replace("_", "").isalnum():

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import libcst
+from graphlint.model import syntax as cst
 
 from graphlint.model import Diagnostic, ModuleModel
 from graphlint.model.names import constant_string
@@ -62,6 +62,6 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
 
 def _written_key(target) -> str | None:
     """``'lr'`` for ``group['lr'] = ...``."""
-    if type(target) is libcst.Subscript and len(target.slice) == 1 and type(target.slice[0].slice) is libcst.Index:
+    if type(target) is cst.Subscript and len(target.slice) == 1 and type(target.slice[0].slice) is cst.Index:
         return constant_string(target.slice[0].slice.value)
     return None

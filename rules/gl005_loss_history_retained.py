@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model import Diagnostic, ModuleModel
 

@@ -99,12 +99,12 @@ ACCUMULATION_WITH_FLUSH = textwrap.dedent(
 def test_the_violation_a_gl003_message_names_does_not_follow_discovery_order():
     import dataclasses
 
-    import libcst
+    from graphlint.model.from_ast import parse_module
 
     from graphlint.model import build_model
     from graphlint.rules import RULES_BY_CODE
 
-    model = build_model(libcst.parse_module(ACCUMULATION_WITH_FLUSH), ACCUMULATION_WITH_FLUSH)
+    model = build_model(parse_module(ACCUMULATION_WITH_FLUSH), ACCUMULATION_WITH_FLUSH)
     (found,) = [v for v in model.order_violations if v.kind == "b"]
     # The same backward reached by a second path: one step, in more than one iteration.
     other = dataclasses.replace(found, first_step=None)

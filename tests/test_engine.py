@@ -400,7 +400,8 @@ def test_graphlint_timings_records_what_the_run_did(tmp_path: Path, monkeypatch:
     assert written["seconds"][str(paths[0])] > 0
 
 
-def test_a_fully_cached_or_prefiltered_run_does_not_import_libcst(tmp_path: Path) -> None:
+def test_analysis_does_not_import_libcst(tmp_path: Path) -> None:
+    # libcst (0.3 s to import) is the fixer's: the analysis reads CPython's tree.
     import subprocess
     import sys
 
@@ -415,7 +416,7 @@ def test_a_fully_cached_or_prefiltered_run_does_not_import_libcst(tmp_path: Path
     )
     cold = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
     warm = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
-    assert cold.stdout.split() == ["1", "True"]
+    assert cold.stdout.split() == ["1", "False"]
     assert warm.stdout.split() == ["0", "False"]
 
 

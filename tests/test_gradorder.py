@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import textwrap
 
-import libcst
+from graphlint.model import syntax as libcst
+from graphlint.model.from_ast import parse_module
 import pytest
 
 from graphlint.model.core import build_model
@@ -25,7 +26,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
 def violations(body: str, header: str = HEADER) -> set[tuple[str, int, str]]:
     source = header + textwrap.dedent(body)
-    model = build_model(libcst.parse_module(source), source)
+    model = build_model(parse_module(source), source)
     return {(v.kind, model.line(v.at), v.optimizer) for v in model.order_violations}
 
 
@@ -571,7 +572,7 @@ def test_a_backward_belongs_to_the_first_run_of_steps_after_it():
         netD(netG(x)).mean().backward()
         optG.step()
     """)
-    module = libcst.parse_module(source)
+    module = parse_module(source)
     from graphlint.model.program import Program
 
     program = Program(module)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import textwrap
 import time
 
-import libcst
+from graphlint.model import syntax as libcst
+from graphlint.model.from_ast import parse_module
 import pytest
 
 from graphlint.model import build_model
@@ -16,12 +17,12 @@ from graphlint.model.program import MODULE, OPTIMIZER, SCHEDULER, Program
 def model_of(source: str, watch: int | None = None):
     source = textwrap.dedent(source)
     lines = frozenset({watch}) if watch else frozenset()
-    return build_model(libcst.parse_module(source), source, watch_lines=lines)
+    return build_model(parse_module(source), source, watch_lines=lines)
 
 
 # ----- control flow -----
 def cfg_of(source: str):
-    return build_cfg(libcst.parse_module(textwrap.dedent(source)).body)
+    return build_cfg(parse_module(textwrap.dedent(source)).body)
 
 
 def test_loop_has_a_back_edge_and_an_exit():
@@ -111,7 +112,7 @@ def test_if_without_else_has_a_false_edge_past_the_body():
 
 # ----- object kinds -----
 def kinds_of(source: str, name: str) -> set[str]:
-    program = Program(libcst.parse_module(textwrap.dedent(source)))
+    program = Program(parse_module(textwrap.dedent(source)))
     scope = next(iter(program.scopes.values()))
     return program.kinds(scope, name)
 
@@ -138,7 +139,7 @@ def test_optimizer_known_from_use_not_name():
                 loss.backward()
                 thing.step()
         """
-    program = Program(libcst.parse_module(textwrap.dedent(source)))
+    program = Program(parse_module(textwrap.dedent(source)))
     scope = next(s for s in program.scopes.values() if s.key == "train")
     assert OPTIMIZER in program.kinds(scope, "thing")
 
@@ -149,7 +150,7 @@ def test_optimizer_models_follow_a_params_list():
         params = list(encoder.parameters()) + list(decoder.parameters())
         opt = torch.optim.Adam(params)
         """
-    program = Program(libcst.parse_module(textwrap.dedent(source)))
+    program = Program(parse_module(textwrap.dedent(source)))
     scope = next(iter(program.scopes.values()))
     assert program.optimizer_models(scope, "opt") == {"encoder", "decoder"}
 
@@ -448,20 +449,20 @@ def test_analysis_terminates_on_deep_loop_nesting_and_long_bodies():
     long_body = "for x in data:\n" + "".join(f"    v{i} = model(v{i - 1})\n" for i in range(1, 3000)) + "    v2999.backward()\n"
     for source in (nested, long_body):
         start = time.perf_counter()
-        model = build_model(libcst.parse_module(source), source, seconds=3.0)
+        model = build_model(parse_module(source), source, seconds=3.0)
         assert time.perf_counter() - start < 20  # 3 s budget plus parsing, on a loaded machine
         assert model is not None
 
 
 def test_time_budget_cuts_the_analysis_short():
     source = "for x in data:\n" + "".join(f"    v{i} = model(v{i - 1})\n" for i in range(1, 3000)) + "    v2999.backward()\n"
-    model = build_model(libcst.parse_module(source), source, seconds=0.5)
+    model = build_model(parse_module(source), source, seconds=0.5)
     assert model.truncated and "cut short" in model.truncated
 
 
 def test_budget_exhaustion_is_reported_not_raised():
     source = "for x in data:\n" + "".join(f"    v{i} = model(v{i - 1})\n" for i in range(1, 400)) + "    v399.backward()\n"
-    model = build_model(libcst.parse_module(source), source, budget=100)
+    model = build_model(parse_module(source), source, budget=100)
     assert model.truncated and "cut short" in model.truncated
 
 

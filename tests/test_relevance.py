@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import libcst as cst
+from graphlint.model.from_ast import parse_module
 import pytest
 
 from graphlint.checker import check_source
@@ -43,7 +43,7 @@ def test_dropping_irrelevant_scopes_changes_no_finding(path: Path, monkeypatch) 
 
 
 def _relevant_keys(source: str) -> tuple[set[str], set[str]]:
-    program = Program(cst.parse_module(source))
+    program = Program(parse_module(source))
     relevant = relevant_scopes(program, spell_scopes(program))
     keys = {node: scope.key for node, scope in program.scopes.items()}
     return {keys[n] for n in relevant.provenance}, {keys[n] for n in relevant.order}
@@ -161,7 +161,7 @@ def test_a_main_analysed_only_inside_the_module_body_changes_no_finding(path: Pa
 
 
 def _covered_keys(source: str) -> set[str]:
-    program = Program(cst.parse_module(source))
+    program = Program(parse_module(source))
     return {program.scopes[node].key for node in run_by_the_module_alone(program, spell_scopes(program))}
 
 

@@ -36,10 +36,9 @@ def document_for(text: str, path: str) -> Document | None:
 
     if path.endswith(".ipynb"):
         return None  # notebook cells are not fixed in place
-    module = parse(text, path)
-    if isinstance(module, Finding):
+    if isinstance(parse(text, path), Finding):  # CPython's verdict, and the depth bound, first
         return None
-    return Document(text, module)
+    return Document.parse(text)
 
 
 def attach_fixes(findings: list[Finding], text: str, path: str) -> list[Finding]:

@@ -24,6 +24,17 @@ FUNCTIONS = (libcst.FunctionDef, libcst.Lambda)
 
 
 class Document:
+    @classmethod
+    def parse(cls, text: str) -> Document | None:
+        """The document of text CPython parses; None where libcst cannot parse it."""
+        from graphlint.source import on_big_stack
+
+        try:
+            module = on_big_stack(libcst.parse_module, text)
+        except (libcst.ParserSyntaxError, libcst.CSTValidationError, RecursionError, MemoryError):
+            return None
+        return cls(text, module)
+
     def __init__(self, text: str, module: libcst.Module) -> None:
         self.text = text
         self.module = module

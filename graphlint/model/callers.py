@@ -11,7 +11,7 @@ collects no history. A function the file never calls keeps the wide view.
 
 from __future__ import annotations
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model.names import bound_arguments
 from graphlint.model.program import Program, attribute_assignments

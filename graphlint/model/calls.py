@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model import events as ev
 from graphlint.model.names import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Union
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model.names import bound_names, dotted
 from graphlint.model.statements import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import libcst
+from graphlint.model import syntax as cst
 
 from graphlint.model.callers import only_called_without_grad, parameter_classes, run_by_the_module_alone
 from graphlint.model.gradorder import Violation, analyse_order
@@ -31,7 +31,7 @@ class Diagnostic:
 
 @dataclass
 class ModuleModel:
-    module: libcst.Module
+    module: cst.Module
     source: str
     program: Program
     facts: Facts
@@ -43,14 +43,14 @@ class ModuleModel:
     truncated: str | None = None
     _functions: list | None = field(default=None, repr=False)  # see function_at
 
-    def span(self, node: libcst.CSTNode) -> Span:
+    def span(self, node: cst.CSTNode) -> Span:
         rng = self.positions[node]
         return Span(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
 
-    def line(self, node: libcst.CSTNode) -> int:
+    def line(self, node: cst.CSTNode) -> int:
         return self.positions[node].start.line
 
-    def diagnostic(self, node: libcst.CSTNode, message: str) -> Diagnostic:
+    def diagnostic(self, node: cst.CSTNode, message: str) -> Diagnostic:
         return Diagnostic(self.span(node), message)
 
     def graphs_at(self, line: int, name: str) -> set[int]:
@@ -72,7 +72,7 @@ class ModuleModel:
         func = self.program.classes[cls_name].methods[method] if cls_name else self.program.functions[name]
         return Interpreter(self.program).summarise(func)
 
-    def code(self, node: libcst.CSTNode) -> str:
+    def code(self, node: cst.CSTNode) -> str:
         text = self.module.code_for_node(node).strip()
         return text if len(text) <= 60 else text[:57] + "..."
 
@@ -102,12 +102,12 @@ class ModuleModel:
             loop in chain and len(chain) - chain.index(loop) > 2 for chain in site.loop_chains
         )
 
-    def function_at(self, line: int) -> libcst.CSTNode | None:
+    def function_at(self, line: int) -> cst.CSTNode | None:
         """The innermost function of the file whose lines hold ``line`` (None: module level)."""
         if self._functions is None:
             spans = []
             for node in self.program.scopes:
-                if type(node) is libcst.FunctionDef and node in self.positions:
+                if type(node) is cst.FunctionDef and node in self.positions:
                     rng = self.positions[node]
                     spans.append((rng.end.line - rng.start.line, rng.start.line, rng.end.line, node))
             self._functions = sorted(spans, key=lambda span: span[0])  # innermost (shortest) first
@@ -153,7 +153,7 @@ DEFAULT_SECONDS = 20.0
 
 
 def build_model(
-    module: libcst.Module,
+    module: cst.Module,
     source: str,
     budget: int = DEFAULT_STEPS,
     watch_lines: frozenset[int] = frozenset(),
@@ -171,7 +171,7 @@ def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
     if watch_lines:
         interpreter.watch = {
             id(node) for node, rng in positions.items()
-            if rng.start.line in watch_lines and isinstance(node, (libcst.BaseSmallStatement, libcst.BaseCompoundStatement))
+            if rng.start.line in watch_lines and isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement))
         }
     other_framework = program.uses_other_framework()
     spelled = {} if other_framework else spell_scopes(program)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model.names import dotted, is_false, is_true, keyword, positional
 from graphlint.model.program import ACCELERATOR, CLEARING_ENGINE, MODULE, OPTIMIZER, SCALER

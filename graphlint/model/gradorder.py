@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model import events as ev
 from graphlint.model.branches import immediate_post_dominators

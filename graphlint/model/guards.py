@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model.branches import immediate_post_dominators, region
 from graphlint.model.names import bound_arguments, bound_names, dotted, positional

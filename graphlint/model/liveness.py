@@ -6,7 +6,7 @@ never be backwarded again, so its freed marks must not outlive it.
 
 from __future__ import annotations
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model.cfg import CFG, DEF, FOR, IF, ITER, MATCH, WHILE, WITH
 from graphlint.model.names import bound_names

@@ -6,7 +6,7 @@ spelling is added in one place.
 
 from __future__ import annotations
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model.walk import children
 
@@ -312,8 +312,11 @@ def is_false(expr: cst.BaseExpression | None) -> bool:
 def written_in_place(expr: cst.BaseExpression) -> tuple[str | None, cst.BaseExpression | None]:
     """(method, ``y``) of the call ``x.add_(y)`` (``alpha=`` allowed), ``x.lerp_(y, w)``
     or ``x.copy_(y)``: a tensor made before the loop takes ``y``'s graph in place.
-    ``lerp_`` moves ``x`` towards ``y``, an ``add_`` of a part of ``y``."""
-    if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:
+    ``lerp_`` moves ``x`` towards ``y``, an ``add_`` of a part of ``y``.
+
+    The fixer asks this of libcst's nodes, the model of its own, which have the
+    same class names: hence the tests by name (and in ``receiver_in_place``)."""
+    if type(expr).__name__ != "Call" or type(expr.func).__name__ != "Attribute":
         return None, None
     method = expr.func.attr.value
     plain = [arg for arg in expr.args if arg.keyword is None]
@@ -333,7 +336,10 @@ def receiver_in_place(func: cst.Attribute) -> cst.BaseExpression:
     """The tensor an in-place method writes: ``x`` of ``x.mul_(0.9).add_(y)`` too
     (each in-place method returns its receiver)."""
     receiver = func.value
-    while type(receiver) is cst.Call and type(receiver.func) is cst.Attribute and receiver.func.attr.value in _IN_PLACE_CHAINED:
+    while (
+        type(receiver).__name__ == "Call" and type(receiver.func).__name__ == "Attribute"
+        and receiver.func.attr.value in _IN_PLACE_CHAINED
+    ):
         receiver = receiver.func.value
     return receiver
 

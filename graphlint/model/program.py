@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model.statements import assigned_names, assigned_paths, calls_something
 from graphlint.model.walk import children, dispatch

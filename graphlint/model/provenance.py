@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model.walk import children, descendants
 

@@ -7,7 +7,7 @@ ids a block binds, reads or holds.
 
 from __future__ import annotations
 
-import libcst as cst
+from graphlint.model import syntax as cst
 
 from graphlint.model.names import bound_names, dotted
 from graphlint.model.walk import children

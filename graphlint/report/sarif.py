@@ -50,7 +50,7 @@ def document(findings: list[Finding], options: ReportOptions | None = None) -> d
                         "rules": [_rule(code) for code in codes],
                     }
                 },
-                # libcst counts columns in code points, not UTF-16 units (SARIF's default).
+                # Columns count code points, not UTF-16 units (SARIF's default).
                 "columnKind": "unicodeCodePoints",
                 "originalUriBaseIds": {SOURCE_ROOT: {"uri": Path.cwd().as_uri() + "/"}},
                 "results": [_result(finding, codes.index(finding.code), fingerprints) for finding in findings],
