@@ -18,7 +18,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from graphlint.model import syntax
 from graphlint.model.from_ast import parse_module
 from graphlint.model.positions import Positions
-from graphlint.model.walk import analysing, children, descendants
+from graphlint.model.walk import children, descendants
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(path for path in (ROOT / "fixtures").rglob("*.py"))
@@ -171,14 +171,13 @@ def test_the_tree_is_libcsts_without_formatting(name: str) -> None:
 
 def test_children_are_the_fields_in_source_order() -> None:
     module = parse_module("f( a ,  # why\n  b=(c) )\nx = 1  # note\n")
-    with analysing():
-        call = module.body[0].body[0].value
-        assert [type(child) for child in children(call)] == [syntax.Name, syntax.Arg, syntax.Arg]
-        assert [type(child) for child in children(call.args[1])] == [syntax.Name, syntax.Name]
-        line = module.body[1]
-        assert children(line) == (line.body[0],)
-        kinds = sorted(type(n).__name__ for n in descendants(line))
-        assert kinds == ["Assign", "AssignTarget", "Integer", "Name", "SimpleStatementLine"]
+    call = module.body[0].body[0].value
+    assert [type(child) for child in children(call)] == [syntax.Name, syntax.Arg, syntax.Arg]
+    assert [type(child) for child in children(call.args[1])] == [syntax.Name, syntax.Name]
+    line = module.body[1]
+    assert children(line) == (line.body[0],)
+    kinds = sorted(type(n).__name__ for n in descendants(line))
+    assert kinds == ["Assign", "AssignTarget", "Integer", "Name", "SimpleStatementLine"]
 
 
 def test_code_for_node_is_the_source_text_or_generated_for_a_made_node() -> None:

@@ -11,7 +11,6 @@ from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.positions import Positions
 from graphlint.model.program import Program
 from graphlint.model.relevance import Relevant, relevant_scopes, spell_scopes
-from graphlint.model.walk import analysing
 from graphlint.model.provenance import OLDEST, OUTER, AnalysisBudgetExceeded, Facts, Interpreter, Site
 
 
@@ -160,11 +159,6 @@ def build_model(
     seconds: float | None = DEFAULT_SECONDS,
 ) -> ModuleModel:
     """Analyse a module. ``watch_lines``: statements whose states ``graphs_at`` can answer for."""
-    with analysing():
-        return _build_model(module, source, budget, watch_lines, seconds)
-
-
-def _build_model(module, source, budget, watch_lines, seconds) -> ModuleModel:
     positions = Positions(module)
     program = Program(module)
     interpreter = Interpreter(program, budget=budget, seconds=seconds)

@@ -11,7 +11,6 @@ keep their source text, as libcst's do; numbers are spelled by ``repr``.
 from __future__ import annotations
 
 import ast
-import re
 
 from graphlint.model import syntax as cst
 
@@ -244,10 +243,9 @@ class _Builder:
             for key, pattern in zip(node.kwd_attrs, node.kwd_patterns):
                 value = self.pattern(pattern)
                 name = cst.Name(value=key)
-                found = re.compile(rb"\b(" + re.escape(key.encode()) + rb")\s*=").search(
-                    self.lines[pattern.lineno - 1], 0, pattern.col_offset
-                )
-                name._span = (pattern.lineno, found.start(1), pattern.lineno, found.end(1)) if found else value._span
+                line, spelled = self.lines[pattern.lineno - 1], key.encode()
+                found = _find_word(line, spelled, 0, pattern.col_offset, last=True)  # `key=` just before
+                name._span = (pattern.lineno, found, pattern.lineno, found + len(spelled)) if found >= 0 else value._span
                 keywords.append(_around(cst.MatchKeywordElement(key=name, pattern=value), name, value))
             built = cst.MatchClass(
                 cls=self.expression(node.cls), patterns=[self.sequence_pattern(p) for p in node.patterns],
@@ -328,11 +326,9 @@ class _Builder:
             names = [self.alias(alias) for alias in node.names]
         module = None
         if node.module:
-            found = re.compile(rb"\bfrom[\s.]+(" + re.escape(node.module.encode()) + rb")").search(
-                self.lines[node.lineno - 1], node.col_offset
-            )
-            start = (node.lineno, found.start(1)) if found else (node.lineno, node.col_offset)
-            module = self.dotted(node.module, *start)
+            line = self.lines[node.lineno - 1]
+            found = line.find(node.module.encode(), node.col_offset + len("from"))
+            module = self.dotted(node.module, node.lineno, found if found >= 0 else node.col_offset)
         return cst.ImportFrom(module=module, names=names, relative="." * (node.level or 0))
 
     def alias(self, alias: ast.alias):
@@ -359,17 +355,17 @@ class _Builder:
 
     def identifier(self, name: str, where: ast.AST, after: str):
         """A Name for an identifier ``ast`` keeps as a string, positioned where it follows
-        the keyword ``after`` (if any) on ``where``'s first line; else at ``where``."""
+        ``after`` (a keyword or `*`, if any) on ``where``'s first line; else at ``where``."""
         built = cst.Name(value=name)
-        spelled = re.escape(name.encode())
-        if after.isidentifier():  # a keyword: `def name`, `as name`, `global a, b`
-            pattern = rb"\b" + after.encode() + rb"\s+\(?\s*(?:\w+\s*,\s*)*(" + spelled + rb")\b"
-        else:  # punctuation (`**rest`) or nothing
-            pattern = re.escape(after.encode()) + rb"\s*(" + spelled + rb")\b"
-        found = re.compile(pattern).search(self.lines[where.lineno - 1], where.col_offset)
-        if found is None:
+        line = self.lines[where.lineno - 1]
+        start = where.col_offset
+        if after:
+            found = _find_word(line, after.encode(), start) if after.isidentifier() else line.find(after.encode(), start)
+            start = found + len(after) if found >= 0 else start
+        found = _find_word(line, name.encode(), start)
+        if found < 0:
             return _spanned(built, where)
-        built._span = (where.lineno, found.start(1), where.lineno, found.end(1))
+        built._span = (where.lineno, found, where.lineno, found + len(name.encode()))
         return built
 
     def annotation(self, node: ast.expr | None):
@@ -438,7 +434,9 @@ class _Builder:
     # Expressions.
 
     def expression(self, node: ast.expr):
-        return _spanned(self.expressions[type(node)](node), node)
+        built = self.expressions[type(node)](node)
+        built._span = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)  # _spanned, inlined
+        return built
 
     def name(self, node: ast.Name):
         return cst.Name(value=node.id)
@@ -624,3 +622,17 @@ class _Builder:
 def parse_module(text: str) -> cst.Module:
     """The syntax tree of ``text`` (raises SyntaxError): for code known to parse, and tests."""
     return build_module(ast.parse(text), text.encode("utf-8"))
+
+
+def _find_word(line: bytes, word: bytes, start: int, end: int | None = None, *, last: bool = False) -> int:
+    """Where ``word`` stands in ``line[start:end]`` as a whole identifier (the first, or the
+    ``last``); -1 if nowhere."""
+    end = len(line) if end is None else end
+    index = line.rfind(word, start, end) if last else line.find(word, start, end)
+    while index >= 0:
+        before = line[index - 1:index] if index else b""
+        after = line[index + len(word):index + len(word) + 1]
+        if not (before.isalnum() or before == b"_") and not (after.isalnum() or after == b"_"):
+            return index
+        index = line.rfind(word, start, index) if last else line.find(word, index + 1, end)
+    return -1

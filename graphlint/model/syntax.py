@@ -24,9 +24,12 @@ from typing import Any
 
 
 class CSTNode:
-    """A node: ``_fields`` are the fields holding nodes, in source order; ``_scalars`` the others."""
+    """A node: ``_fields`` are the fields holding nodes, in source order; ``_scalars`` the others.
 
-    __slots__ = ("_span",)
+    ``_children`` caches what ``walk.children`` reads from the fields (unset until then).
+    """
+
+    __slots__ = ("_span", "_children")
     _fields: tuple[str, ...] = ()
     _scalars: tuple[str, ...] = ()
 

@@ -44,19 +44,12 @@ def descendants(root: cst.CSTNode):
         stack.extend(children(node))
 
 
-# Children of each node, computed once. Keyed by id(); each entry keeps its
-# node, so an id cannot be reused while cached, and ``analysing`` clears the
-# cache per tree.
-_children: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
-_MAX_CACHED = 1_000_000
-
-
 def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-    entry = _children.get(id(node))
-    if entry is not None and entry[0] is node:
-        return entry[1]
-    if len(_children) > _MAX_CACHED:
-        _children.clear()
+    """The nodes ``node``'s fields hold, in source order; computed once, kept on the node."""
+    try:
+        return node._children
+    except AttributeError:  # not asked before (a slot without a value)
+        pass
     found = []
     for name in node._fields:
         value = getattr(node, name)
@@ -65,15 +58,5 @@ def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
         elif value is not None:
             found.append(value)
     found = tuple(found)
-    _children[id(node)] = (node, found)
+    node._children = found
     return found
-
-
-class analysing:
-    """Context manager scoping the children cache to one tree."""
-
-    def __enter__(self) -> None:
-        _children.clear()
-
-    def __exit__(self, *exc) -> None:
-        _children.clear()
