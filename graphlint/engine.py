@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphlint.finding import Finding
-from graphlint.prefilter import code_names, compiles, may_have_findings, names_may_have_findings
+from graphlint.prefilter import code_names, may_have_findings, names_may_have_findings, parses
 
 # Below this much source to analyse, starting worker processes costs more than
 # it saves: forking and feeding a pool costs some tens of milliseconds, while
@@ -85,9 +85,9 @@ class RunStats:
     # Stage 1 (bytes) found no spelling: not analysed, only syntax-checked,
     # which the next three fields break down (none when GL000 is not selected).
     skipped_by_prefilter: int = 0
-    syntax_checked: int = 0  # of those, compiled in this run
+    syntax_checked: int = 0  # of those, parsed in this run
     syntax_from_cache: int = 0  # of those, answered by the cache
-    syntax_errors: int = 0  # of the compiled ones, did not compile: went through the single-file checker
+    syntax_errors: int = 0  # of the parsed ones, did not parse: went through the single-file checker
     skipped_by_compiled_prefilter: int = 0  # stage 2: identifiers of the compiled code
     from_cache: int = 0  # passed stage 1, answered by the cache
     analysed: int = 0  # passed both stages and were parsed
@@ -167,7 +167,7 @@ def run(paths: list[Path], settings: Settings) -> RunResult:
     for job, (findings, elapsed) in _analyse_all(jobs, settings, stats):
         if job.syntax_only:
             stats.syntax_checked += 1
-            if findings is None:  # it compiles
+            if findings is None:  # it parses
                 findings = []
             else:
                 stats.syntax_errors += 1
@@ -403,15 +403,12 @@ def _timed_syntax_check(data: bytes, display: str, codes) -> _Outcome:
 
 
 def check_syntax(data: bytes, display: str, codes: frozenset[str] | None) -> list[Finding] | None:
-    """A file the prefilter's first stage dropped: None when it compiles (nothing to report).
+    """A file the prefilter's first stage dropped: None when it parses (nothing to report).
 
-    A file that does not compile goes through the single-file checker, like
-    any file that is analysed: its GL000 has the same message and position
-    (and where CPython parses what it does not compile, e.g. a ``return``
-    outside a function, the result is the checker's, as for a file that is
-    analysed).
+    A file that does not parse goes through the single-file checker, like any
+    file that is analysed: its GL000 has the same message and position.
     """
-    if compiles(data):
+    if parses(data):
         return None
     return analyse_bytes(data, display, codes, prefilter=False)
 

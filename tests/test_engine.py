@@ -129,7 +129,7 @@ def test_syntax_checks_are_cached_and_a_warm_run_still_reports_the_gl000(tmp_pat
     assert (fixed.stats.syntax_checked, fixed.stats.syntax_from_cache) == (1, 1)
 
 
-def test_without_gl000_a_dropped_file_is_not_even_compiled(tmp_path: Path) -> None:
+def test_without_gl000_a_dropped_file_is_not_even_parsed(tmp_path: Path) -> None:
     path = write(tmp_path, "notes.py", "def f(:\n")
     result = run([path], Settings(ALL - {"GL000"}, cache=False))
     assert result.findings == []
@@ -143,17 +143,17 @@ def test_only_gl000_selected_syntax_checks_every_file(tmp_path: Path) -> None:
     assert result.stats.syntax_checked == 2 and result.stats.analysed == 0
 
 
-def test_code_that_libcst_parses_but_cpython_rejects_gets_the_checkers_verdict(tmp_path: Path) -> None:
-    # compile() rejects a return outside a function; libcst parses it. The file
-    # then goes through the single-file checker, whose answer stands, exactly
-    # as for a file the prefilter keeps.
+def test_code_that_parses_but_does_not_compile_gets_the_checkers_verdict(tmp_path: Path) -> None:
+    # compile() rejects a return outside a function, CPython's parser accepts it:
+    # the syntax check of a dropped file gives the answer the single-file
+    # checker gives, exactly as for a file the prefilter keeps.
     source = "x = 1\nreturn x\n"
     path = write(tmp_path, "odd.py", source)
     result = run([path], settings())
-    assert result.stats.syntax_errors == 1
+    assert result.stats.syntax_errors == 0
     assert result.findings == check_files([path], settings(prefilter=False)) == _original_check_source(
         source.encode(), str(path), ALL
-    )
+    ) == []
 
 
 def test_syntax_checks_in_the_pool_are_batched_and_match_one_process(
@@ -177,13 +177,13 @@ def test_syntax_checks_in_the_pool_are_batched_and_match_one_process(
     assert pooled.stats.syntax_checked == 18 and pooled.stats.syntax_errors == 4
 
 
-def _dying_compile(data: bytes) -> bool:
+def _dying_parse(data: bytes) -> bool:
     if data.startswith(b"# die"):
         os._exit(3)
-    return _original_compiles(data)
+    return _original_parses(data)
 
 
-_original_compiles = engine.compiles
+_original_parses = engine.parses
 
 
 def test_a_worker_that_dies_in_a_syntax_batch_costs_only_its_own_file(
@@ -193,7 +193,7 @@ def test_a_worker_that_dies_in_a_syntax_batch_costs_only_its_own_file(
         pytest.skip("the patched worker function reaches workers only through fork")
     monkeypatch.setattr(engine, "POOL_MIN_BYTES", 0)
     monkeypatch.setattr(engine, "SYNTAX_BATCH_FILES", 3)
-    monkeypatch.setattr(engine, "compiles", _dying_compile)
+    monkeypatch.setattr(engine, "parses", _dying_parse)
     paths = [write(tmp_path, f"u{index}.py", "def f(:\n" if index % 2 else NO_TRAINING) for index in range(8)]
     paths.append(write(tmp_path, "die.py", "# die\n" + NO_TRAINING))
     paths.append(write(tmp_path, "train.py", DOUBLE_BACKWARD))
@@ -421,7 +421,7 @@ def test_analysis_does_not_import_libcst(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_syntax_checks_that_compile_do_not_import_libcst(tmp_path: Path, jobs: int) -> None:
+def test_syntax_checks_that_parse_do_not_import_libcst(tmp_path: Path, jobs: int) -> None:
     import subprocess
     import sys
 
