@@ -27,14 +27,10 @@ MAX_SOURCE_BYTES = 1_000_000
 
 # The tree is built, and analysed, by recursion as deep as an expression:
 # CPython's parser rejects more than 200 nested brackets, but a chain of
-# 10,000 binary operators is 10,000 levels deep. Text whose shape allows deep
-# expressions has its depth measured, and anything deeper than this is
+# 10,000 binary operators is 10,000 levels deep. The build measures the depth
+# as it goes (graphlint/model/from_ast.py), and anything deeper than this is
 # reported instead of analysed.
 MAX_EXPRESSION_DEPTH = 1_000
-# Cheap over-estimates that decide when that check is worth its cost: an
-# expression cannot be deeper than its logical line is long.
-_LOGICAL_LINE_WORTH_CHECKING = MAX_EXPRESSION_DEPTH
-_NESTING_WORTH_CHECKING = 100
 # The tree is built on a thread with a big stack: deep (bounded) recursion
 # there is mere slowness, where the main thread's stack could overflow.
 _PARSER_STACK_BYTES = 256 * 1024 * 1024
@@ -100,38 +96,8 @@ def _byte_position(data: bytes, index: int) -> tuple[int, int]:
 
 def parse(text: str, path: str) -> syntax.Module | Finding:
     """The model's syntax tree, or a GL000 finding with the syntax error's message and position."""
-    from graphlint.model.from_ast import build_module
+    from graphlint.model.from_ast import TooDeep, build_module
 
-    longest_line, nesting = _shape(text)
-    deep = longest_line > _LOGICAL_LINE_WORTH_CHECKING or nesting > _NESTING_WORTH_CHECKING
-    tree = _cpython_parse(text, path, measure_depth=deep)
-    if isinstance(tree, Finding):
-        return tree
-    data = text.encode("utf-8", "surrogatepass")
-    # The tree is built by recursion as deep as the code's nesting (bounded above).
-    return on_big_stack(build_module, tree, data)
-
-
-def _shape(text: str) -> tuple[int, int]:
-    """Over-estimates of the longest logical line and the deepest bracket nesting.
-
-    Brackets inside strings and comments are counted too; that only makes
-    the check above run when it was not needed.
-    """
-    longest = current = depth = deepest = 0
-    for line in text.splitlines():
-        current += len(line)
-        depth += line.count("(") + line.count("[") + line.count("{")
-        deepest = max(deepest, depth)
-        depth -= line.count(")") + line.count("]") + line.count("}")
-        if depth <= 0 and not line.endswith("\\"):
-            longest = max(longest, current)
-            current = depth = 0
-    return max(longest, current), deepest
-
-
-def _cpython_parse(text: str, path: str, measure_depth: bool) -> ast.Module | Finding:
-    """CPython's tree of the text, or a GL000 finding saying why there is none (or why it is too deep)."""
     try:
         tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:  # includes IndentationError and TabError
@@ -140,15 +106,15 @@ def _cpython_parse(text: str, path: str, measure_depth: bool) -> ast.Module | Fi
         return unanalysable(path, "code is nested too deeply to parse")
     except ValueError as error:  # e.g. "source code string cannot contain null bytes"
         return unanalysable(path, f"cannot parse: {error}")
-    if measure_depth:
-        too_deep = _first_node_deeper_than(tree, MAX_EXPRESSION_DEPTH)
-        if too_deep is not None:
-            line = getattr(too_deep, "lineno", 1)
-            col = getattr(too_deep, "col_offset", 0) + 1
-            return unanalysable(
-                path, f"code is nested too deeply to analyse (more than {MAX_EXPRESSION_DEPTH} levels)", line, col
-            )
-    return tree
+    data = text.encode("utf-8", "surrogatepass")
+    try:
+        # Built by recursion as deep as the code's nesting (bounded: TooDeep).
+        return on_big_stack(build_module, tree, data, MAX_EXPRESSION_DEPTH)
+    except TooDeep as error:
+        line, col = getattr(error.node, "lineno", 1), getattr(error.node, "col_offset", 0) + 1
+        return unanalysable(
+            path, f"code is nested too deeply to analyse (more than {MAX_EXPRESSION_DEPTH} levels)", line, col
+        )
 
 
 def syntax_error_finding(error: SyntaxError, path: str, first_line: int = 1, note: str = "") -> Finding:
@@ -160,16 +126,6 @@ def syntax_error_finding(error: SyntaxError, path: str, first_line: int = 1, not
     end_col = error.end_offset if error.end_offset and (end_line, error.end_offset) >= (line, col) else col
     shift = first_line - 1
     return unanalysable(path, f"{kind}: {error.msg}{note}", line + shift, col, end_line + shift, end_col)
-
-
-def _first_node_deeper_than(tree: ast.AST, limit: int) -> ast.AST | None:
-    pending: list[tuple[ast.AST, int]] = [(tree, 0)]
-    while pending:
-        node, depth = pending.pop()
-        if depth > limit:
-            return node
-        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return None
 
 
 def on_big_stack(function, *args):

@@ -26,9 +26,21 @@ _BOOLEAN = {op: getattr(cst, name) for op, name in cst._BOOLEAN.items()}
 _COMPARISON = {op: getattr(cst, name) for op, name in cst._COMPARISON.items()}
 
 
-def build_module(tree: ast.Module, data: bytes) -> cst.Module:
-    """The syntax tree of ``tree``, parsed from ``data`` (the source as UTF-8)."""
-    builder = _Builder(data)
+class TooDeep(Exception):
+    """An expression nested deeper than the build allows (``node``: the first too deep)."""
+
+    def __init__(self, node: ast.AST) -> None:
+        super().__init__("expression nested too deeply")
+        self.node = node
+
+
+def build_module(tree: ast.Module, data: bytes, max_depth: int = 1_000) -> cst.Module:
+    """The syntax tree of ``tree``, parsed from ``data`` (the source as UTF-8).
+
+    Raises TooDeep past ``max_depth`` nested expressions: what is built here is
+    analysed by recursion as deep.
+    """
+    builder = _Builder(data, max_depth)
     return cst.Module(body=builder.block(tree.body), lines=builder.lines)
 
 
@@ -45,8 +57,9 @@ def _around(node, first, last=None):
 
 
 class _Builder:
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, max_depth: int) -> None:
         self.lines = data.splitlines(keepends=True)  # bytes: ast's columns count UTF-8 bytes
+        self.depth, self.max_depth = 0, max_depth
         self.expressions = {
             ast.Name: self.name, ast.Attribute: self.attribute, ast.Call: self.call,
             ast.Subscript: self.subscript, ast.BinOp: self.binary, ast.BoolOp: self.boolean,
@@ -97,6 +110,7 @@ class _Builder:
         """A module's or an indented block's statements: small ones grouped per line."""
         found: list = []
         line = None
+        self.depth += 1  # a statement counts as a level, as in ast's own nesting
         for statement in statements:
             compound = self.compound_statements.get(type(statement))
             if compound is not None:
@@ -110,11 +124,14 @@ class _Builder:
             else:
                 line = _around(cst.SimpleStatementLine(body=[small]), small)
                 found.append(line)
+        self.depth -= 1
         return found
 
     def suite(self, statements: list[ast.stmt]):
         if not self.first_on_line(statements[0]):  # `if x: a; b`, after the header's colon
+            self.depth += 1
             body = [self.small(statement) for statement in statements]
+            self.depth -= 1
             return _around(cst.SimpleStatementSuite(body=body), body[0], body[-1])
         body = self.block(statements)
         return _around(cst.IndentedBlock(body=body), body[0], body[-1])
@@ -434,8 +451,12 @@ class _Builder:
     # Expressions.
 
     def expression(self, node: ast.expr):
+        self.depth += 1
+        if self.depth > self.max_depth:
+            raise TooDeep(node)
         built = self.expressions[type(node)](node)
         built._span = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)  # _spanned, inlined
+        self.depth -= 1
         return built
 
     def name(self, node: ast.Name):
