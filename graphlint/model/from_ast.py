@@ -14,11 +14,6 @@ import ast
 
 from graphlint.model import syntax as cst
 
-_COMPOUND_STATEMENTS = (
-    ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
-    ast.AsyncFunctionDef, ast.ClassDef, ast.Match,
-) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
-
 _BINARY = {op: getattr(cst, name) for op, name in cst._BINARY.items()}
 _AUGMENTED = {op: getattr(cst, name + "Assign") for op, name in cst._BINARY.items()}
 _UNARY = {op: getattr(cst, name) for op, name in cst._UNARY.items()}
@@ -90,16 +85,8 @@ class _Builder:
 
     # Source text.
 
-    def text(self, line: int, start: int, end_line: int, end: int) -> str:
-        if line == end_line:
-            return self.lines[line - 1][start:end].decode("utf-8", "replace")
-        parts = [self.lines[line - 1][start:]]
-        parts.extend(self.lines[line:end_line - 1])
-        parts.append(self.lines[end_line - 1][:end])
-        return b"".join(parts).decode("utf-8", "replace")
-
     def segment(self, node: ast.AST) -> str:
-        return self.text(node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+        return cst.text_between(self.lines, (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset))
 
     def first_on_line(self, node: ast.AST) -> bool:
         return not self.lines[node.lineno - 1][: node.col_offset].strip()

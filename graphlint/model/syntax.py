@@ -253,14 +253,18 @@ class Module(CSTNode):
 
     def code_for_node(self, node: CSTNode) -> str:
         """The source text of ``node`` (generated, for a node made by the analysis)."""
-        span = node._span
-        if span is None:
+        if node._span is None:
             return _generated(node, self)
-        line, start, end_line, end = span
-        if line == end_line:
-            return self.lines[line - 1][start:end].decode("utf-8", "replace")
-        parts = [self.lines[line - 1][start:], *self.lines[line:end_line - 1], self.lines[end_line - 1][:end]]
-        return b"".join(parts).decode("utf-8", "replace")
+        return text_between(self.lines, node._span)
+
+
+def text_between(lines: list[bytes], span: tuple[int, int, int, int]) -> str:
+    """The text of UTF-8 ``lines`` from (line, column) to (end line, end column), columns in bytes."""
+    line, start, end_line, end = span
+    if line == end_line:
+        return lines[line - 1][start:end].decode("utf-8", "replace")
+    parts = [lines[line - 1][start:], *lines[line:end_line - 1], lines[end_line - 1][:end]]
+    return b"".join(parts).decode("utf-8", "replace")
 
 
 _SPELLING = {
