@@ -967,14 +967,14 @@ def attribute_assignments(body):
 
 def _first_assignments(body) -> dict[str, cst.BaseExpression]:
     """Each name's first plain ``name = value`` (or ``name: T = value``) in a body,
-    nested functions excluded."""
+    nested functions excluded; ``a, b = [], {}`` binds each name its part."""
     found: dict[str, cst.BaseExpression] = {}
 
     class Finder:
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
-                if type(target.target) is cst.Name:
-                    found.setdefault(target.target.value, node.value)
+                for name, value in _paired_names(target.target, node.value):
+                    found.setdefault(name, value)
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
             # `result: List[Record] = []`
@@ -986,6 +986,22 @@ def _first_assignments(body) -> dict[str, cst.BaseExpression]:
 
     dispatch(Finder(), body)
     return found
+
+
+def _paired_names(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
+    """(name, value) for ``name = value``, and for each part of ``a, b = x, y`` (same length, no star)."""
+    if type(target) is cst.Name:
+        return [(target.value, value)]
+    displays = (cst.Tuple, cst.List)
+    if type(target) not in displays or type(value) not in displays or len(target.elements) != len(value.elements):
+        return []
+    if any(type(e) is not cst.Element for e in (*target.elements, *value.elements)):
+        return []
+    return [
+        (name.value.value, part.value)
+        for name, part in zip(target.elements, value.elements)
+        if type(name.value) is cst.Name
+    ]
 
 
 def _self_attributes_backwarded(func: cst.FunctionDef) -> set[str]:
