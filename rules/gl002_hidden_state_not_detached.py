@@ -84,9 +84,15 @@ def reported_carries(model: ModuleModel, *, deliberate: bool = False) -> dict:
             # Only retained, and the loop does cut this state (every k steps): deliberate TBPTT.
             continue
         around = set(fact.loops or ((fact.loop,) if fact.loop else ()))
-        if not loops_of.get(fact.freed_by or fact.traversed_by, set()) & around:
+        backward_loops = loops_of.get(fact.freed_by or fact.traversed_by, set()) & around
+        if not backward_loops:
             # The backward runs outside the loop carrying the state (a model's layer loop
             # run again after a backward): it frees or walks nothing between iterations.
+            continue
+        if all(model.of_an_unknown_iteration(fact.origin, loop) for loop in backward_loops):
+            # The state's graph is labelled only "some earlier execution" of a site in a
+            # loop nested in the backward's (a layer loop of a forward run twice per
+            # step): this step's own layers as much as the freed step's.
             continue
         found.setdefault(fact.call, fact)
     return found
