@@ -15,6 +15,7 @@ from typing import Iterable, Union
 from graphlint.model import syntax as cst
 
 from graphlint.model.names import bound_names, dotted
+from graphlint.model.walk import descendants
 from graphlint.model.statements import (
     assigned_names,
     assigned_paths,
@@ -171,8 +172,9 @@ def _is_grad_mode_call(expr: cst.BaseExpression, names: tuple[str, ...]) -> bool
     return False
 
 
-def grad_mode_of_with(with_stmt: cst.With, current: bool) -> bool:
-    """Whether the body of ``with_stmt`` runs with gradients disabled."""
+def grad_mode_of_with(with_stmt: cst.With, current: bool, grad_contexts: GradContexts | None = None) -> bool:
+    """Whether the body of ``with_stmt`` runs with gradients disabled; ``grad_contexts``:
+    the file's own context managers that set the grad mode (see grad_context_managers)."""
     mode = current
     for item in with_stmt.items:
         expr = item.item
@@ -183,7 +185,54 @@ def grad_mode_of_with(with_stmt: cst.With, current: bool) -> bool:
         elif type(expr) is cst.Call and _is_grad_mode_call(expr, ("set_grad_enabled",)):
             literal = _disables_grad(expr)
             mode = mode if literal is None else literal
+        elif grad_contexts and type(expr) is cst.Call and dotted(expr.func) in grad_contexts:
+            literal = _disabled_by_helper(expr, grad_contexts[dotted(expr.func)])
+            mode = mode if literal is None else literal
     return mode
+
+
+# Spelling of a call (`no_grad_ctx`, `self._set_training_mode`) -> the parameter that
+# decides the grad mode, as (name, position among the call's arguments), or None when
+# the helper always disables gradients.
+GradContexts = dict[str, Union[tuple[str, int], None]]
+
+
+def grad_context_managers(functions: Iterable[tuple[str, cst.FunctionDef]]) -> GradContexts:
+    """The ``@contextmanager`` functions among ``functions`` (spelling, definition) whose
+    ``yield`` runs under ``torch.no_grad()`` or ``torch.set_grad_enabled(<parameter>)``:
+    poutyne's ``with self._set_training_mode(False):`` evaluates without gradients."""
+    found: GradContexts = {}
+    for spelling, func in functions:
+        if not any((dotted(d.decorator) or "").endswith("contextmanager") for d in func.decorators):
+            continue
+        params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+        if spelling.startswith("self."):
+            params = params[1:]
+        for node in descendants(func.body):
+            if type(node) is not cst.With or not any(type(n) is cst.Yield for n in descendants(node.body)):
+                continue
+            for item in node.items:
+                expr = item.item
+                if _is_grad_mode_call(expr, ("no_grad", "inference_mode")):
+                    found[spelling] = None
+                elif type(expr) is cst.Call and _is_grad_mode_call(expr, ("set_grad_enabled",)) and len(expr.args) == 1:
+                    flag = expr.args[0].value
+                    if type(flag) is cst.Name and flag.value in params:
+                        found[spelling] = (flag.value, params.index(flag.value))
+    return found
+
+
+def _disabled_by_helper(call: cst.Call, deciding: tuple[str, int] | None) -> bool | None:
+    """The grad mode a grad-setting helper's call sets: True (no grad), False, or None (unknown)."""
+    if deciding is None:
+        return True
+    name, position = deciding
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    keyword = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    value = keyword.get(name, positional[position] if position < len(positional) else None)
+    if type(value) is not cst.Name or value.value not in ("True", "False"):
+        return None
+    return value.value == "False"
 
 
 def disabled_by_flags(with_stmt: cst.With, flags: dict[str, bool], binding) -> bool:
@@ -244,6 +293,7 @@ class _Builder:
         self.peel = peel
         self.joins = joins
         self.returns_continue = returns_continue
+        self.grad_contexts: GradContexts | None = None
         # Names bound by the statements built so far (in the order of the source),
         # and how many times each.
         self.bound: set[str] = set(bound)
@@ -288,7 +338,8 @@ class _Builder:
         if type(stmt) is cst.With:
             header = self.node(WITH, stmt, ctx, preds)
             self.may_raise(header, ctx)
-            inner = ctx.inside(no_grad=grad_mode_of_with(stmt, ctx.no_grad), withs=ctx.withs + (header,))
+            no_grad = grad_mode_of_with(stmt, ctx.no_grad, self.grad_contexts)
+            inner = ctx.inside(no_grad=no_grad, withs=ctx.withs + (header,))
             return self.block(stmt.body.body, [(header, None)], inner)
         if type(stmt) is cst.Try or isinstance(stmt, getattr(cst, "TryStar", ())):
             return self.try_(stmt, preds, ctx)
@@ -481,16 +532,18 @@ def _ending_test(loop: cst.For | cst.While) -> cst.If | None:
 
 def build_cfg(
     body: Iterable[cst.CSTNode], no_grad: bool = False, peel: bool = False, joins: bool = False,
-    bound: Iterable[str] = (), returns_continue: bool = False,
+    bound: Iterable[str] = (), returns_continue: bool = False, grad_contexts: GradContexts | None = None,
 ) -> CFG:
     """The CFG of ``body``; with ``peel``, loops that test for their first iteration
     (``if t == 0:``) get that iteration as a separate copy of the body; with
     ``joins``, the branches of each ``if`` meet at a JOIN node. ``bound``: the
     names bound when the body starts (a function's parameters). With
     ``returns_continue``, the body is one loop around a function's body (a
-    per-batch hook) and a `return` goes on to that loop's next iteration."""
+    per-batch hook) and a `return` goes on to that loop's next iteration.
+    ``grad_contexts``: see grad_context_managers."""
     cfg = CFG()
     builder = _Builder(cfg, peel, joins, bound, returns_continue)
+    builder.grad_contexts = grad_contexts
     exits = builder.block(body, [(cfg.entry, None)], _Context(no_grad=no_grad))
     for src, label in exits:
         cfg.link(src, cfg.exit, label)

@@ -171,7 +171,9 @@ class EventGraph:
         if key not in self.cache:
             # (A per-batch hook's scope is a synthetic loop: its `return` ends one call.)
             hook = type(scope.node) is cst.For
-            self.cache[key] = build_cfg(scope.body, no_grad=scope.no_grad, returns_continue=hook)
+            self.cache[key] = build_cfg(
+                scope.body, no_grad=scope.no_grad, returns_continue=hook, grad_contexts=self.program.grad_contexts
+            )
         return self.cache[key]
 
     def _flag_names(self, scope: Scope) -> frozenset[str]:

@@ -100,6 +100,7 @@ class Program:
         self._backwarded_attributes: dict[str, frozenset[str]] = {}
         self._scopes_by_key: dict[str, Scope] | None = None
         self._backward_summaries: dict[cst.FunctionDef, tuple[bool, bool]] = {}
+        self._grad_contexts = None
         self._collect(module)
         self._resolve_class_kinds()
         # (class name, `self.x`) -> the methods call x.step() / x.zero_grad(): across
@@ -284,6 +285,17 @@ class Program:
         if table is None:
             table = self._first_assignments[scope.key] = _first_assignments(scope.body)
         return table.get(name)
+
+    @property
+    def grad_contexts(self):
+        """The file's ``@contextmanager`` helpers that set the grad mode (cfg.grad_context_managers)."""
+        if self._grad_contexts is None:
+            from graphlint.model.cfg import grad_context_managers
+
+            spelled = [(name, func) for name, func in self.functions.items()]
+            spelled += [(f"self.{name}", func) for info in self.classes.values() for name, func in info.methods.items()]
+            self._grad_contexts = grad_context_managers(spelled)
+        return self._grad_contexts
 
     def uses_other_framework(self) -> bool:
         """Imports another deep-learning framework and not torch: its loops are not ours."""

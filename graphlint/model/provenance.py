@@ -542,7 +542,10 @@ class Interpreter:
     def cfg_for(self, scope: Scope) -> CFG:
         key = id(scope.node)
         if key not in self._cfgs:
-            self._cfgs[key] = build_cfg(scope.body, no_grad=scope.no_grad, peel=True, joins=True, bound=scope.params)
+            self._cfgs[key] = build_cfg(
+                scope.body, no_grad=scope.no_grad, peel=True, joins=True, bound=scope.params,
+                grad_contexts=self.program.grad_contexts,
+            )
         return self._cfgs[key]
 
     # ----- inlining memo -----
