@@ -33,6 +33,8 @@ OPTIMIZER = "optimizer"
 SCHEDULER = "scheduler"
 SCALER = "scaler"
 ACCELERATOR = "accelerator"
+# Text: a name added to a string literal (`"LABEL: " + label`), which a tensor cannot be.
+TEXT = "text"
 PARAM_GROUP = "param_group"
 INSTANCE = "instance:"  # + class name
 CLASS = "class:"  # + class name: the class itself, under another name (`model_class = Net`)
@@ -483,6 +485,9 @@ def sub_blocks(stmt: cst.CSTNode):
                 yield child.body.body
 
 
+_STRING_LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
 class _KindCollector:
     """Flow-insensitive object kinds of the names of one scope."""
 
@@ -539,6 +544,14 @@ class _KindCollector:
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._assign(target.target, node.value)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if type(node.operator) is not cst.Add:
+            return
+        for text, other in ((node.left, node.right), (node.right, node.left)):
+            path = dotted(other)
+            if type(text) in _STRING_LITERALS and path is not None:
+                self._add(path, TEXT)  # `tensor + "..."` raises: `label` holds a str
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:

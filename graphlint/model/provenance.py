@@ -43,13 +43,13 @@ from graphlint.model.names import (
     written_in_place,
 )
 from graphlint.model.program import (
-    ACCELERATOR, MODULE, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, Program, Scope, sub_blocks,
+    ACCELERATOR, MODULE, OPTIMIZER, PARAM_GROUP, SCALER, SCHEDULER, TEXT, Program, Scope, sub_blocks,
 )
 from graphlint.model.guards import counter_binding, no_graph_side, none_side
 from graphlint.model.statements import read_names
 
 # Objects that hold or step parameters but are never tensors themselves.
-_NEVER_TENSORS = frozenset({OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR})
+_NEVER_TENSORS = frozenset({OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR, TEXT})
 
 Origin = tuple[int, int]  # (site id, age: 0 latest, 1 previous, 2 and 3 older, 4 outer)
 # Ages up to 3 tell apart four runs of one statement in an iteration: a WGAN-GP
@@ -1551,6 +1551,7 @@ class _StmtContext:
         if value and self.interp.kinds(self.frame, target) & _NEVER_TENSORS:
             # An optimizer built by a class graphlint does not know holds parameters,
             # but is no graph of its own: `amp.scale_loss(loss, optimizer)` passes it on.
+            # Nor is text (`label = module(text)` later printed as `"LABEL: " + label`).
             value = value & {PARAMS}
         if path == self.constructed:
             self.state.put(path, value)  # keep the attributes its __init__ set
