@@ -288,12 +288,15 @@ def grad_mode_set_by(stmt: cst.CSTNode) -> bool | None:
 
 
 class _Builder:
-    def __init__(self, cfg: CFG, peel: bool, joins: bool, bound: Iterable[str], returns_continue: bool = False) -> None:
+    def __init__(
+        self, cfg: CFG, peel: bool, joins: bool, bound: Iterable[str], returns_continue: bool = False,
+        grad_contexts: GradContexts | None = None,
+    ) -> None:
         self.cfg = cfg
         self.peel = peel
         self.joins = joins
         self.returns_continue = returns_continue
-        self.grad_contexts: GradContexts | None = None
+        self.grad_contexts = grad_contexts
         # Names bound by the statements built so far (in the order of the source),
         # and how many times each.
         self.bound: set[str] = set(bound)
@@ -542,8 +545,7 @@ def build_cfg(
     per-batch hook) and a `return` goes on to that loop's next iteration.
     ``grad_contexts``: see grad_context_managers."""
     cfg = CFG()
-    builder = _Builder(cfg, peel, joins, bound, returns_continue)
-    builder.grad_contexts = grad_contexts
+    builder = _Builder(cfg, peel, joins, bound, returns_continue, grad_contexts)
     exits = builder.block(body, [(cfg.entry, None)], _Context(no_grad=no_grad))
     for src, label in exits:
         cfg.link(src, cfg.exit, label)
