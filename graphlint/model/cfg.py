@@ -222,6 +222,18 @@ def grad_context_managers(functions: Iterable[tuple[str, cst.FunctionDef]]) -> G
     return found
 
 
+def _steps_or_clears(stmt: cst.BaseSmallStatement) -> bool:
+    """`optimizer.step()`, `optimizer.zero_grad()` as a statement. Its edge to an
+    `except` would leave from the state after it ran: a step that applied the
+    gradients and then raised (`except StopIteration:` around a data loop), which
+    would make every later step seem to apply them again. What raises before it
+    leaves from the statement before."""
+    if type(stmt) is not cst.Expr or type(stmt.value) is not cst.Call:
+        return False
+    func = stmt.value.func
+    return type(func) is cst.Attribute and func.attr.value in ("step", "zero_grad")
+
+
 def _disabled_by_helper(call: cst.Call, deciding: tuple[str, int] | None) -> bool | None:
     """The grad mode a grad-setting helper's call sets: True (no grad), False, or None (unknown)."""
     if deciding is None:
@@ -374,7 +386,8 @@ class _Builder:
         if type(stmt) is cst.Continue and ctx.continue_target is not None:
             self.cfg.link(node, ctx.continue_target, BACK)
             return []
-        self.may_raise(node, ctx)
+        if not _steps_or_clears(stmt):
+            self.may_raise(node, ctx)
         return [(node, None)]
 
     def if_(self, stmt: cst.If, preds: Dangling, ctx: _Context, unbound: frozenset | None = None) -> Dangling:
