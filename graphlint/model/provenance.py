@@ -1122,9 +1122,11 @@ class _StmtContext:
                     value = self._stored(stmt.value)
                 self.frame.returns = self.frame.returns | value
                 cls = self.frame.scope.cls
-                if cls is not None and cls.is_module:
+                if cls is not None and (cls.is_module or self.frame.scope.node.name.value == "forward"):
                     # A module's outputs (decoder steps stacked and returned) are the
-                    # graph its caller trains through, not a history kept by mistake.
+                    # graph its caller trains through, not a history kept by mistake;
+                    # so are a `forward`'s, whatever class of another file it derives
+                    # from (torchdrug's tasks sum their criteria's losses).
                     self.interp.facts.returned_sites.update(o[0] for o in value)
                 if values is not None:
                     self._record_returned_elements(values, tail=_tuple_elements(stmt.value) is None)
