@@ -48,7 +48,8 @@ from graphlint.model.guards import (
     tested_locals,
 )
 from graphlint.model.names import (
-    CUTTING_BUILTINS, PASSING_BUILTINS, bound_names, dotted, is_optimizer_class, is_torch_factory, positional, related_paths,
+    CUTTING_BUILTINS, PARAMETER_METHODS, PASSING_BUILTINS, bound_names, dotted, is_optimizer_class, is_torch_factory,
+    last_part, positional, related_paths,
 )
 from graphlint.model.statements import assigned_paths
 from graphlint.model.program import (
@@ -382,9 +383,10 @@ class EventGraph:
         current = first
         stepped_here: set = set()
         if assigns and type(stmt) is cst.Assign:
-            rebuilt = self._optimizer_over_fresh_leaves(stmt, [cfg.nodes[h].stmt for h in node.loops])
-            if rebuilt is not None:
-                current.events.append(Event("Z", stmt, self.resolve(rebuilt, aliases), scope, dotted(rebuilt), framework=framework))
+            loops_here = [cfg.nodes[h].stmt for h in node.loops]
+            rebuilt = self._optimizer_over_fresh_leaves(stmt, loops_here)
+            for cleared in ([rebuilt] if rebuilt is not None else []) + self._optimizers_of_a_new_model(stmt, loops_here):
+                current.events.append(Event("Z", stmt, self.resolve(cleared, aliases), scope, dotted(cleared), framework=framework))
         for expr, fors in exprs:
             for item in self._items(expr, fors, loop_fors, scope, aliases, framework):
                 if isinstance(item, Event):
@@ -459,18 +461,44 @@ class EventGraph:
         if len(stmt.targets) != 1 or type(stmt.targets[0].target) is not cst.Name or not loops:
             return None
         value = stmt.value
-        if type(value) is not cst.Call or not value.args or type(value.args[0].value) is not cst.List:
+        if type(value) is not cst.Call or not value.args:
             return None
         qualified = self.program.imports.qualify(value.func) if dotted(value.func) else None
         if qualified is None or not is_optimizer_class(qualified):
             return None
+        body = loops[-1].body
+        if type(value.args[0].value) is not cst.List:
+            return None
         names = [element.value for element in value.args[0].value.elements]
         if not names or any(type(name) is not cst.Name for name in names):
             return None
-        body = loops[-1].body
         if not all(_rebound_to_a_new_tensor(body, name.value) for name in names):
             return None
         return stmt.targets[0].target
+
+    def _optimizers_of_a_new_model(self, stmt: cst.Assign, loops: list) -> list[cst.Name]:
+        """The optimizers a loop body builds over the parameters of the model ``stmt``
+        constructs afresh in it (``model = CopyGenerator(**case)``, later
+        ``opt = SGD(model.parameters())``): test suites that train a new model per case.
+        No gradient an earlier iteration left is on the new model: for those
+        optimizers, ``stmt`` clears."""
+        if len(stmt.targets) != 1 or type(stmt.targets[0].target) is not cst.Name or not loops:
+            return []
+        body = loops[-1].body
+        model = stmt.targets[0].target.value
+        if _plain_binding(body, model) is not stmt.value:
+            return []
+        found = []
+        for small in descendants(body):  # the optimizer may be built under a test
+            if type(small) is not cst.Assign or len(small.targets) != 1 or type(small.targets[0].target) is not cst.Name:
+                continue
+            value = small.value
+            if type(value) is not cst.Call or not value.args or not dotted(value.func):
+                continue
+            qualified = self.program.imports.qualify(value.func)
+            if qualified and is_optimizer_class(qualified) and _parameters_of_a_new_model(body, value.args[0].value) == model:
+                found.append(small.targets[0].target)
+        return found
 
     def resolve(self, expr: cst.BaseExpression, aliases) -> str | None:
         return self.resolve_path(dotted(expr), aliases)
@@ -719,14 +747,41 @@ class EventGraph:
 def _rebound_to_a_new_tensor(body: cst.CSTNode, name: str) -> bool:
     """Whether ``body`` binds ``name`` with a plain statement (not under a test) to a
     new tensor: a copy cut from its graph (``x.detach().clone()``) or a factory call."""
+    value = _plain_binding(body, name)
+    return value is not None and _new_tensor(value)
+
+
+def _parameters_of_a_new_model(body: cst.CSTNode, expr: cst.BaseExpression) -> str | None:
+    """The model whose ``model.parameters()`` ``expr`` is (or a dict or list built from
+    them, ``params.values()``), when the loop ``body`` constructs it afresh
+    (``model = CopyGenerator(**case)``); else None."""
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "values" and not expr.args:
+        expr = expr.func.value  # `trainable_params.values()`
+    if type(expr) is cst.Call and dotted(expr.func) in ("list", "tuple") and len(expr.args) == 1:
+        expr = expr.args[0].value
+    if type(expr) is cst.Name:
+        expr = _plain_binding(body, expr.value)
+        if type(expr) in (cst.DictComp, cst.ListComp, cst.GeneratorExp):
+            expr = expr.for_in.iter  # `{n: p for n, p in model.named_parameters() if ...}`
+    if not (type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in PARAMETER_METHODS):
+        return None
+    model = expr.func.value
+    built = _plain_binding(body, model.value) if type(model) is cst.Name else None
+    # A class call: by Python's naming convention, since the class may be another file's.
+    if type(built) is cst.Call and (last_part(dotted(built.func) or "_")[:1]).isupper():
+        return model.value
+    return None
+
+
+def _plain_binding(body: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """The value ``body`` binds ``name`` to with a plain statement (not under a test)."""
     for stmt in body.body:
         for small in stmt.body if type(stmt) is cst.SimpleStatementLine else ():
-            if type(small) is not cst.Assign or len(small.targets) != 1:
-                continue
-            target = small.targets[0].target
-            if type(target) is cst.Name and target.value == name and _new_tensor(small.value):
-                return True
-    return False
+            if type(small) is cst.Assign and len(small.targets) == 1:
+                target = small.targets[0].target
+                if type(target) is cst.Name and target.value == name:
+                    return small.value
+    return None
 
 
 def _new_tensor(expr: cst.BaseExpression) -> bool:
