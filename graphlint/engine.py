@@ -17,9 +17,9 @@ One bad file never hides another file's findings: a read error, an exception
 in the analysis or a worker process that dies becomes a GL000 finding for that
 file and the run goes on. Output order is stable: by path, then position.
 
-The model and the rules are imported only when some file
-actually has to be analysed: a fully cached run, or one whose files all
-compile and were dropped by the prefilter, never pays for it.
+The model and the rules are imported only when some file actually has to be
+analysed: a fully cached run, or one whose files all parse and were dropped
+by the prefilter, never pays for them.
 """
 
 from __future__ import annotations
