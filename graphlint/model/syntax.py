@@ -78,21 +78,27 @@ class BaseSlice(CSTNode):
     __slots__ = ()
 
 
+_constructors: dict[tuple[str, ...], Any] = {}
+
+
 def _define(name: str, bases: tuple[type, ...], fields: str = "", scalars: str = "") -> type:
     """A node class whose constructor takes its fields, then its scalars, by position or keyword.
 
-    The constructor is compiled per class (as dataclasses do): the parse builds
-    about a hundred thousand nodes per megabyte of source.
+    The constructor is compiled (as dataclasses do, once per list of names): the
+    parse builds about a hundred thousand nodes per megabyte of source.
     """
     field_names, scalar_names = tuple(fields.split()), tuple(scalars.split())
     names = field_names + scalar_names
-    parameters = "".join(f", {n}=None" for n in names)
-    body = "".join(f"\n    self.{n} = {n}" for n in names) or "\n    pass"
-    namespace: dict[str, Any] = {}
-    exec(f"def __init__(self{parameters}):{body}\n    self._span = None", namespace)  # noqa: S102 - fixed text
+    constructor = _constructors.get(names)
+    if constructor is None:
+        parameters = "".join(f", {n}=None" for n in names)
+        body = "".join(f"\n    self.{n} = {n}" for n in names)
+        namespace: dict[str, Any] = {}
+        exec(f"def __init__(self{parameters}):{body}\n    self._span = None", namespace)  # noqa: S102 - fixed text
+        constructor = _constructors[names] = namespace["__init__"]
     cls = type(name, bases, {
         "__slots__": names, "_fields": field_names, "_scalars": scalar_names,
-        "__init__": namespace["__init__"], "__module__": __name__,
+        "__init__": constructor, "__module__": __name__,
     })
     globals()[name] = cls
     return cls
