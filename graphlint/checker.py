@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from graphlint import suppress
 from graphlint.finding import Finding
 from graphlint.model import build_model
+from graphlint.prefilter import names_may_have_findings
 from graphlint.rules import ALL_RULES
 from graphlint.source import parse, read_text, unanalysable
 
@@ -114,9 +115,13 @@ def _cpu_time_limit(seconds: float | None):
 
 
 def check_source(
-    source: str | bytes, path: str, codes: frozenset[str] | None = None
-) -> list[Finding]:
-    """All findings for one file, sorted; ``codes`` restricts which rules run."""
+    source: str | bytes, path: str, codes: frozenset[str] | None = None, *, prefilter: bool = False
+) -> list[Finding] | None:
+    """All findings for one file, sorted; ``codes`` restricts which rules run.
+
+    With ``prefilter``, None when the file parses and its code spells nothing the
+    selected rules need (the prefilter's second stage, graphlint/prefilter.py).
+    """
     try:
         if path.endswith(".ipynb"):
             from graphlint.notebook import check_notebook
@@ -124,34 +129,36 @@ def check_source(
             # A notebook's code cells are analysed as one program; findings come back per cell.
             findings = check_notebook(source, path, lambda program: _findings(program, path, codes))
         else:
-            findings = _findings(source, path, codes)
+            findings = _findings(source, path, codes, prefilter)
     except Exception as error:  # a bug in graphlint must cost one file, never the run
         if os.environ.get("GRAPHLINT_DEBUG"):
             raise
         detail = str(error).splitlines()[0][:200] if str(error) else ""
         findings = [unanalysable(path, f"internal error while analysing this file: {type(error).__name__}: {detail}")]
-    if codes is not None and "GL000" not in codes:
+    if findings is not None and codes is not None and "GL000" not in codes:
         findings = [finding for finding in findings if finding.code != "GL000"]
     return findings
 
 
-def _findings(source: str | bytes, path: str, codes: frozenset[str] | None) -> list[Finding]:
+def _findings(source: str | bytes, path: str, codes: frozenset[str] | None, prefilter: bool = False) -> list[Finding] | None:
     text = read_text(source, path)
     if isinstance(text, Finding):
         return [text]
     source = text
 
     with _fewer_collections():
-        return _analyse_text(source, path, codes)
+        return _analyse_text(source, path, codes, prefilter)
 
 
-def _analyse_text(source: str, path: str, codes: frozenset[str] | None) -> list[Finding]:
+def _analyse_text(source: str, path: str, codes: frozenset[str] | None, prefilter: bool = False) -> list[Finding] | None:
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
     try:
         module = parse(source, path)
         if isinstance(module, Finding):
             return [module]
+        if prefilter and not names_may_have_findings(module.names, codes):
+            return None
         # The parse is not timed: the tree is built on a thread of its own that a
         # signal cannot stop, and source.py already bounds its input.
         with _cpu_time_limit(ANALYSIS_CPU_SECONDS) as limit:

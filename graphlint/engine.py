@@ -7,10 +7,10 @@ For each file, in this order and stopping at the first that decides it:
 3. the cache: a stored result for exactly these bytes, settings and analysis
    code (graphlint/cache.py), for analysed and syntax-checked files alike;
 4. in a process pool when the batch is large enough to pay for the workers'
-   start-up: the analysis (the prefilter's second stage, then
-   graphlint/checker.py), or for a file the first stage dropped, a compile()
-   (about a millisecond; such files go to the workers in batches). A file
-   that does not compile goes through the single-file checker like any
+   start-up: the analysis (graphlint/checker.py: the parse, the prefilter's
+   second stage, then the model), or for a file the first stage dropped, a
+   parse (under a millisecond; such files go to the workers in batches). A
+   file that does not parse goes through the single-file checker like any
    other, so every file that does not parse is reported as GL000.
 
 One bad file never hides another file's findings: a read error, an exception
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphlint.finding import Finding
-from graphlint.prefilter import code_names, may_have_findings, names_may_have_findings, parses
+from graphlint.prefilter import may_have_findings, parses
 
 # Below this much source to analyse, starting worker processes costs more than
 # it saves: forking and feeding a pool costs some tens of milliseconds, while
@@ -88,7 +88,7 @@ class RunStats:
     syntax_checked: int = 0  # of those, parsed in this run
     syntax_from_cache: int = 0  # of those, answered by the cache
     syntax_errors: int = 0  # of the parsed ones, did not parse: went through the single-file checker
-    skipped_by_compiled_prefilter: int = 0  # stage 2: identifiers of the compiled code
+    skipped_by_code_prefilter: int = 0  # stage 2: identifiers the code spells
     from_cache: int = 0  # passed stage 1, answered by the cache
     analysed: int = 0  # passed both stages and were parsed
     analysed_bytes: int = 0
@@ -173,7 +173,7 @@ def run(paths: list[Path], settings: Settings) -> RunResult:
                 stats.syntax_errors += 1
                 seconds[job.display] = elapsed
         elif findings is None:
-            stats.skipped_by_compiled_prefilter += 1
+            stats.skipped_by_code_prefilter += 1
             findings = []
         else:
             stats.analysed += 1
@@ -416,16 +416,13 @@ def check_syntax(data: bytes, display: str, codes: frozenset[str] | None) -> lis
 def analyse_bytes(data: bytes, display: str, codes: frozenset[str] | None, prefilter: bool = True) -> list[Finding] | None:
     """The single-file checker, with any exception it lets escape turned into GL000.
 
-    None when the second stage of the prefilter (which runs here, in the
-    worker, because it compiles the file) shows the file cannot have findings.
+    None when the second stage of the prefilter (which runs in the checker, on
+    the identifiers of the tree it parses) shows the file cannot have findings.
     """
-    names = code_names(data) if prefilter else None
-    if names is not None and not names_may_have_findings(names, codes):
-        return None
     try:
         from graphlint.checker import check_source
 
-        return check_source(data, display, codes)
+        return check_source(data, display, codes, prefilter=prefilter)
     except RecursionError:
         return [_unanalysable(display, "code is nested too deeply to analyse")]
     except MemoryError:

@@ -10,16 +10,17 @@ evaluation loop (GL005).
 1. ``may_have_findings`` searches the raw bytes for those spellings (a
    mention in a comment or a docstring still lets the file through). It runs
    on every file, in the main process, before the cache is consulted.
-2. ``may_have_findings_in_code`` compiles the file with CPython's own
-   compiler (about 100x faster than the analysis) and looks for the same
-   spellings among the identifiers the code really uses (``co_names`` and
-   friends, which keep names of unreachable code too), so prose in
-   docstrings and comments no longer counts. It runs in the workers, on the
-   files that passed the first test; a file that does not compile is kept
-   (its GL000 comes from the analysis).
+2. ``names_may_have_findings`` looks for the same spellings among the
+   identifiers the code really spells (names, attributes, parameters,
+   keywords, imports and definitions, gathered while the checker builds its
+   tree from CPython's parse: graphlint/model/from_ast.py), so prose in
+   docstrings and comments no longer counts. It runs in the checker, in the
+   workers, on the files that passed the first test, before the model;
+   ``may_have_findings_in_code`` runs it on bytes. A file that does not
+   parse is kept (its GL000 comes from the checker).
 
 A file dropped by either test is never analysed, but its syntax is still
-checked: stage 2 compiles every file it sees, and a file dropped by stage 1
+checked: stage 2 parses every file it sees, and a file dropped by stage 1
 is parsed too (``parses``, in the workers, under a millisecond per file,
 its result cached like any other). A file that does not parse goes through
 the single-file checker like a kept one, so every file that does not parse
@@ -36,9 +37,10 @@ from __future__ import annotations
 
 import re
 import symtable
-import types
 import warnings
 from dataclasses import dataclass
+
+from graphlint.finding import Finding
 
 
 @dataclass(frozen=True)
@@ -157,15 +159,18 @@ def _follows_dot(data: bytes, position: int) -> bool:
 
 
 def may_have_findings_in_code(data: bytes, codes: frozenset[str] | None = None) -> bool:
-    """Stage 2: like stage 1, but only identifiers of the compiled code count."""
+    """Stage 2 on a file's bytes: like stage 1, but only identifiers of the code count."""
     if _needle(codes) is None:
         return True
-    names = code_names(data)
-    return names is None or names_may_have_findings(names, codes)
+    from graphlint.source import parse, read_text
+
+    text = read_text(data, "<prefilter>")
+    module = text if isinstance(text, Finding) else parse(text, "<prefilter>")
+    return isinstance(module, Finding) or names_may_have_findings(module.names, codes)
 
 
-def names_may_have_findings(names: set[str], codes: frozenset[str] | None = None) -> bool:
-    """Stage 2 on the identifiers ``code_names`` found (for a caller that also wants to know it compiled)."""
+def names_may_have_findings(names: frozenset[str], codes: frozenset[str] | None = None) -> bool:
+    """Stage 2 on the identifiers the code spells (``syntax.Module.names``)."""
     needle = _needle(codes)
     if needle is None:
         return True
@@ -190,30 +195,6 @@ def parses(data: bytes) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return False
     return True
-
-
-def code_names(data: bytes) -> set[str] | None:
-    """Every identifier compiled code uses (attributes, globals, imports, locals); None if it does not compile."""
-    code = _compiled(data)
-    if code is None:
-        return None
-    names: set[str] = set()
-    stack = [code]
-    while stack:
-        current = stack.pop()
-        names.update(current.co_names, current.co_varnames, current.co_cellvars, current.co_freevars)
-        stack.extend(const for const in current.co_consts if isinstance(const, types.CodeType))
-    return names
-
-
-def _compiled(data: bytes) -> types.CodeType | None:
-    try:
-        with warnings.catch_warnings():
-            # Invalid escapes and the like warn at compile time; they are not our business.
-            warnings.simplefilter("ignore")
-            return compile(data, "<prefilter>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return None
 
 
 def _needle(codes: frozenset[str] | None) -> tuple[Needle, re.Pattern[bytes]] | None:

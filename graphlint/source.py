@@ -14,6 +14,7 @@ import ast
 import io
 import threading
 import tokenize
+import warnings
 from typing import TYPE_CHECKING
 
 from graphlint.finding import Finding
@@ -99,7 +100,10 @@ def parse(text: str, path: str) -> syntax.Module | Finding:
     from graphlint.model.from_ast import TooDeep, build_module
 
     try:
-        tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        with warnings.catch_warnings():
+            # Invalid escapes and the like warn at parse time; they are not our business.
+            warnings.simplefilter("ignore")
+            tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:  # includes IndentationError and TabError
         return syntax_error_finding(error, path)
     except (RecursionError, MemoryError):  # CPython's own parser limits

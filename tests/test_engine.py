@@ -79,7 +79,7 @@ def test_second_stage_drops_files_whose_spellings_are_only_prose(tmp_path: Path)
     broken = write(tmp_path, "b.py", BROKEN)
     result = run([prose, broken], Settings(ALL, jobs=1, cache_root=tmp_path))
     assert result.stats.skipped_by_prefilter == 0
-    assert result.stats.skipped_by_compiled_prefilter == 1
+    assert result.stats.skipped_by_code_prefilter == 1
     assert result.stats.analysed == 1  # the broken file does not compile: kept for its GL000
     assert [Path(f.path).name for f in result.findings] == ["b.py"]
     warm = run([prose, broken], Settings(ALL, jobs=1, cache_root=tmp_path))

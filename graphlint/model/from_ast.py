@@ -36,7 +36,7 @@ def build_module(tree: ast.Module, data: bytes, max_depth: int = 1_000) -> cst.M
     analysed by recursion as deep.
     """
     builder = _Builder(data, max_depth)
-    return cst.Module(body=builder.block(tree.body), lines=builder.lines)
+    return cst.Module(body=builder.block(tree.body), lines=builder.lines, names=frozenset(builder.names))
 
 
 def _spanned(node, source: ast.AST):
@@ -55,6 +55,9 @@ class _Builder:
     def __init__(self, data: bytes, max_depth: int) -> None:
         self.lines = data.splitlines(keepends=True)  # bytes: ast's columns count UTF-8 bytes
         self.depth, self.max_depth = 0, max_depth
+        # Every identifier the code spells (names, attributes, parameters, keywords,
+        # imports, definitions): what the prefilter's second stage looks at.
+        self.names: set[str] = set()
         self.expressions = {
             ast.Name: self.name, ast.Attribute: self.attribute, ast.Call: self.call,
             ast.Subscript: self.subscript, ast.BinOp: self.binary, ast.BoolOp: self.boolean,
@@ -346,6 +349,8 @@ class _Builder:
     def dotted(self, dotted_name: str, line: int, column: int):
         """``a.b.c``, written from (line, column), as libcst spells a module path: Attributes over Names."""
         parts = dotted_name.split(".")
+        self.names.update(parts)
+        self.names.add(dotted_name)
         end = column + len(parts[0].encode())
         built = cst.Name(value=parts[0])
         built._span = (line, column, line, end)
@@ -360,6 +365,7 @@ class _Builder:
     def identifier(self, name: str, where: ast.AST, after: str):
         """A Name for an identifier ``ast`` keeps as a string, positioned where it follows
         ``after`` (a keyword or `*`, if any) on ``where``'s first line; else at ``where``."""
+        self.names.add(name)
         built = cst.Name(value=name)
         line = self.lines[where.lineno - 1]
         start = where.col_offset
@@ -401,6 +407,7 @@ class _Builder:
         return _around(parameters, every[0], every[-1]) if every else parameters
 
     def param(self, arg: ast.arg, default: ast.expr | None, star: str):
+        self.names.add(arg.arg)
         name = cst.Name(value=arg.arg)
         name._span = (arg.lineno, arg.col_offset, arg.lineno, arg.col_offset + len(arg.arg.encode()))
         param = cst.Param(
@@ -430,6 +437,7 @@ class _Builder:
         value = self.expression(keyword.value)
         if keyword.arg is None:
             return _spanned(cst.Arg(keyword=None, value=value, star="**"), keyword)
+        self.names.add(keyword.arg)
         name = cst.Name(value=keyword.arg)
         name._span = (keyword.lineno, keyword.col_offset, keyword.lineno,
                       keyword.col_offset + len(keyword.arg.encode()))
@@ -447,9 +455,11 @@ class _Builder:
         return built
 
     def name(self, node: ast.Name):
+        self.names.add(node.id)
         return cst.Name(value=node.id)
 
     def attribute(self, node: ast.Attribute):
+        self.names.add(node.attr)
         attr = cst.Name(value=node.attr)
         width = len(node.attr.encode())
         attr._span = (node.end_lineno, node.end_col_offset - width, node.end_lineno, node.end_col_offset)

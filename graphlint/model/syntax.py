@@ -247,14 +247,16 @@ SimpleString.evaluated_value = property(_evaluated_value)  # type: ignore[name-d
 
 
 class Module(CSTNode):
-    """A file: its statements, and its text as UTF-8 lines (what spans index)."""
+    """A file: its statements, its text as UTF-8 lines (what spans index), and every
+    identifier its code spells."""
 
-    __slots__ = ("body", "lines")
+    __slots__ = ("body", "lines", "names")
     _fields = ("body",)
 
-    def __init__(self, body: list, lines: list[bytes]) -> None:
+    def __init__(self, body: list, lines: list[bytes], names: frozenset[str] = frozenset()) -> None:
         self.body = body
         self.lines = lines
+        self.names = names
         self._span = (1, 0, max(len(lines), 1), 0)
 
     def code_for_node(self, node: CSTNode) -> str:
