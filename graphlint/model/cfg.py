@@ -216,8 +216,10 @@ def grad_context_managers(functions: Iterable[tuple[str, cst.FunctionDef]]) -> G
                 if _is_grad_mode_call(expr, ("no_grad", "inference_mode")):
                     found[spelling] = None
                 elif type(expr) is cst.Call and _is_grad_mode_call(expr, ("set_grad_enabled",)) and len(expr.args) == 1:
-                    flag = expr.args[0].value
-                    if type(flag) is cst.Name and flag.value in params:
+                    flag = expr.args[0].value  # (positional, or `mode=`)
+                    if type(flag) is cst.Name and flag.value == "False":
+                        found[spelling] = None
+                    elif type(flag) is cst.Name and flag.value in params:
                         found[spelling] = (flag.value, params.index(flag.value))
     return found
 
@@ -282,7 +284,7 @@ def flag_value(expr: cst.BaseExpression, flags: dict[str, bool]) -> bool | None:
 
 
 def _disables_grad(call: cst.Call) -> bool | None:
-    """`set_grad_enabled(False)`: True; `(True)`: False; anything else: None (unknown)."""
+    """`set_grad_enabled(False)` (or `mode=False`): True; `(True)`: False; anything else: None (unknown)."""
     value = call.args[0].value if call.args else None
     if type(value) is not cst.Name or value.value not in ("True", "False"):
         return None
