@@ -55,8 +55,9 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         yield model.diagnostic(
             write.stmt,
             f"optimizer hyperparameter '{model.code(write.target)}' is assigned a value that carries "
-            f"the autograd graph built at line {origin_line}; it keeps every iteration's graph alive "
-            f"(SGD) or raises TypeError (Adam). Take a number instead: .item() or float(...)",
+            f"the autograd graph built at line {origin_line}; it keeps every iteration's graph alive, "
+            f"and some optimizers reject a tensor there (Adam's weight_decay raises TypeError). "
+            f"Take a number instead: .item() or float(...)",
         )
 
 
