@@ -484,20 +484,30 @@ class EventGraph:
         optimizers, ``stmt`` clears."""
         if len(stmt.targets) != 1 or type(stmt.targets[0].target) is not cst.Name or not loops:
             return []
+        if not _constructs(stmt.value):
+            return []
         body = loops[-1].body
         model = stmt.targets[0].target.value
         if _plain_binding(body, model) is not stmt.value:
             return []
-        found = []
-        for small in descendants(body):  # the optimizer may be built under a test
-            if type(small) is not cst.Assign or len(small.targets) != 1 or type(small.targets[0].target) is not cst.Name:
-                continue
-            value = small.value
-            if type(value) is not cst.Call or not value.args or not dotted(value.func):
-                continue
-            qualified = self.program.imports.qualify(value.func)
-            if qualified and is_optimizer_class(qualified) and _parameters_of_a_new_model(body, value.args[0].value) == model:
-                found.append(small.targets[0].target)
+        return [target for target, built_over in self._optimizers_built_in(body) if built_over == model]
+
+    def _optimizers_built_in(self, body: cst.CSTNode) -> list[tuple[cst.Name, str | None]]:
+        """(target, model constructed afresh in ``body`` it is built over, else None) for
+        each optimizer ``body`` builds, under a test too; computed once per body."""
+        key = ("optimizers built", id(body))
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = []
+            for small in descendants(body):
+                if type(small) is not cst.Assign or len(small.targets) != 1 or type(small.targets[0].target) is not cst.Name:
+                    continue
+                value = small.value
+                if type(value) is not cst.Call or not value.args or not dotted(value.func):
+                    continue
+                qualified = self.program.imports.qualify(value.func)
+                if qualified and is_optimizer_class(qualified):
+                    found.append((small.targets[0].target, _parameters_of_a_new_model(body, value.args[0].value)))
         return found
 
     def resolve(self, expr: cst.BaseExpression, aliases) -> str | None:
@@ -767,10 +777,12 @@ def _parameters_of_a_new_model(body: cst.CSTNode, expr: cst.BaseExpression) -> s
         return None
     model = expr.func.value
     built = _plain_binding(body, model.value) if type(model) is cst.Name else None
-    # A class call: by Python's naming convention, since the class may be another file's.
-    if type(built) is cst.Call and (last_part(dotted(built.func) or "_")[:1]).isupper():
-        return model.value
-    return None
+    return model.value if built is not None and _constructs(built) else None
+
+
+def _constructs(value: cst.BaseExpression) -> bool:
+    """A class call: by Python's naming convention, since the class may be another file's."""
+    return type(value) is cst.Call and (last_part(dotted(value.func) or "_")[:1]).isupper()
 
 
 def _plain_binding(body: cst.CSTNode, name: str) -> cst.BaseExpression | None:
