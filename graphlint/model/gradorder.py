@@ -757,8 +757,7 @@ class EventGraph:
 def _rebound_to_a_new_tensor(body: cst.CSTNode, name: str) -> bool:
     """Whether ``body`` binds ``name`` with a plain statement (not under a test) to a
     new tensor: a copy cut from its graph (``x.detach().clone()``) or a factory call."""
-    value = _plain_binding(body, name)
-    return value is not None and _new_tensor(value)
+    return any(_new_tensor(value) for value in _plain_bindings(body, name))
 
 
 def _parameters_of_a_new_model(body: cst.CSTNode, expr: cst.BaseExpression) -> str | None:
@@ -785,15 +784,19 @@ def _constructs(value: cst.BaseExpression) -> bool:
     return type(value) is cst.Call and (last_part(dotted(value.func) or "_")[:1]).isupper()
 
 
-def _plain_binding(body: cst.CSTNode, name: str) -> cst.BaseExpression | None:
-    """The value ``body`` binds ``name`` to with a plain statement (not under a test)."""
+def _plain_bindings(body: cst.CSTNode, name: str):
+    """The values ``body`` binds ``name`` to with plain statements (not under a test), in order."""
     for stmt in body.body:
         for small in stmt.body if type(stmt) is cst.SimpleStatementLine else ():
             if type(small) is cst.Assign and len(small.targets) == 1:
                 target = small.targets[0].target
                 if type(target) is cst.Name and target.value == name:
-                    return small.value
-    return None
+                    yield small.value
+
+
+def _plain_binding(body: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """The first value ``body`` binds ``name`` to with a plain statement."""
+    return next(_plain_bindings(body, name), None)
 
 
 def _new_tensor(expr: cst.BaseExpression) -> bool:
