@@ -44,6 +44,13 @@ def _spanned(node, source: ast.AST):
     return node
 
 
+def _name_at(value: str, line: int, column: int):
+    """A Name spanning the identifier ``value`` written at (line, column), column in bytes."""
+    name = cst.Name(value=value)
+    name._span = (line, column, line, column + len(value.encode()))
+    return name
+
+
 def _around(node, first, last=None):
     """``node`` spanning from ``first``'s start to ``last``'s end (both nodes of this tree)."""
     start, end = first._span, (last or first)._span
@@ -249,10 +256,9 @@ class _Builder:
             keywords = []
             for key, pattern in zip(node.kwd_attrs, node.kwd_patterns):
                 value = self.pattern(pattern)
-                name = cst.Name(value=key)
-                line, spelled = self.lines[pattern.lineno - 1], key.encode()
-                found = _find_word(line, spelled, 0, pattern.col_offset, last=True)  # `key=` just before
-                name._span = (pattern.lineno, found, pattern.lineno, found + len(spelled)) if found >= 0 else value._span
+                line = self.lines[pattern.lineno - 1]
+                found = _find_word(line, key.encode(), 0, pattern.col_offset, last=True)  # `key=` just before
+                name = _name_at(key, pattern.lineno, found) if found >= 0 else _around(cst.Name(value=key), value)
                 keywords.append(_around(cst.MatchKeywordElement(key=name, pattern=value), name, value))
             built = cst.MatchClass(
                 cls=self.expression(node.cls), patterns=[self.sequence_pattern(p) for p in node.patterns],
@@ -351,12 +357,10 @@ class _Builder:
         parts = dotted_name.split(".")
         self.names.update(parts)
         self.names.add(dotted_name)
-        end = column + len(parts[0].encode())
-        built = cst.Name(value=parts[0])
-        built._span = (line, column, line, end)
+        built = _name_at(parts[0], line, column)
+        end = built._span[3]
         for part in parts[1:]:
-            attr = cst.Name(value=part)
-            attr._span = (line, end + 1, line, end + 1 + len(part.encode()))
+            attr = _name_at(part, line, end + 1)
             end = attr._span[3]
             built = cst.Attribute(value=built, attr=attr)
             built._span = (line, column, line, end)
@@ -366,7 +370,6 @@ class _Builder:
         """A Name for an identifier ``ast`` keeps as a string, positioned where it follows
         ``after`` (a keyword or `*`, if any) on ``where``'s first line; else at ``where``."""
         self.names.add(name)
-        built = cst.Name(value=name)
         line = self.lines[where.lineno - 1]
         start = where.col_offset
         if after:
@@ -374,9 +377,8 @@ class _Builder:
             start = found + len(after) if found >= 0 else start
         found = _find_word(line, name.encode(), start)
         if found < 0:
-            return _spanned(built, where)
-        built._span = (where.lineno, found, where.lineno, found + len(name.encode()))
-        return built
+            return _spanned(cst.Name(value=name), where)
+        return _name_at(name, where.lineno, found)
 
     def annotation(self, node: ast.expr | None):
         if node is None:
@@ -408,10 +410,8 @@ class _Builder:
 
     def param(self, arg: ast.arg, default: ast.expr | None, star: str):
         self.names.add(arg.arg)
-        name = cst.Name(value=arg.arg)
-        name._span = (arg.lineno, arg.col_offset, arg.lineno, arg.col_offset + len(arg.arg.encode()))
         param = cst.Param(
-            name=name, annotation=self.annotation(arg.annotation),
+            name=_name_at(arg.arg, arg.lineno, arg.col_offset), annotation=self.annotation(arg.annotation),
             default=self.expression(default) if default is not None else None, star=star,
         )
         _spanned(param, arg)
@@ -438,9 +438,7 @@ class _Builder:
         if keyword.arg is None:
             return _spanned(cst.Arg(keyword=None, value=value, star="**"), keyword)
         self.names.add(keyword.arg)
-        name = cst.Name(value=keyword.arg)
-        name._span = (keyword.lineno, keyword.col_offset, keyword.lineno,
-                      keyword.col_offset + len(keyword.arg.encode()))
+        name = _name_at(keyword.arg, keyword.lineno, keyword.col_offset)
         return _spanned(cst.Arg(keyword=name, value=value, star=""), keyword)
 
     # Expressions.
@@ -460,9 +458,7 @@ class _Builder:
 
     def attribute(self, node: ast.Attribute):
         self.names.add(node.attr)
-        attr = cst.Name(value=node.attr)
-        width = len(node.attr.encode())
-        attr._span = (node.end_lineno, node.end_col_offset - width, node.end_lineno, node.end_col_offset)
+        attr = _name_at(node.attr, node.end_lineno, node.end_col_offset - len(node.attr.encode()))
         return cst.Attribute(value=self.expression(node.value), attr=attr)
 
     def call(self, node: ast.Call):
