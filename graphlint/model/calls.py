@@ -6,6 +6,7 @@ from graphlint.model import syntax as cst
 
 from graphlint.model import events as ev
 from graphlint.model.names import (
+    STRING_LITERALS,
     CONTAINER_ADDS,
     CUTTING_ATTRIBUTES,
     CUTTING_BUILTINS,
@@ -45,7 +46,6 @@ from graphlint.model.provenance import (
     ELEMENT,
     PARAMS,
     EMPTY,
-    STRING_LITERALS,
     Inlined,
     LIKELY,
     MAX_INLINE_DEPTH,

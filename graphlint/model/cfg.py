@@ -14,7 +14,7 @@ from typing import Iterable, Union
 
 from graphlint.model import syntax as cst
 
-from graphlint.model.names import bound_names, dotted
+from graphlint.model.names import bound_names, dotted, keyword, positional
 from graphlint.model.walk import descendants
 from graphlint.model.statements import (
     assigned_names,
@@ -241,9 +241,10 @@ def _disabled_by_helper(call: cst.Call, deciding: tuple[str, int] | None) -> boo
     if deciding is None:
         return True
     name, position = deciding
-    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
-    keyword = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
-    value = keyword.get(name, positional[position] if position < len(positional) else None)
+    passed = positional(call)
+    value = keyword(call, name)
+    if value is None and position < len(passed):
+        value = passed[position]
     if type(value) is not cst.Name or value.value not in ("True", "False"):
         return None
     return value.value == "False"

@@ -280,6 +280,10 @@ def constant_string(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+# String literals as the tree spells them (an f-string and an implicit concatenation too).
+STRING_LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
 def keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == name:

@@ -15,6 +15,7 @@ from graphlint.model import syntax as cst
 from graphlint.model.statements import assigned_names, assigned_paths, calls_something
 from graphlint.model.walk import children, dispatch
 from graphlint.model.names import (
+    STRING_LITERALS,
     is_false,
     is_true,
     Imports,
@@ -485,9 +486,6 @@ def sub_blocks(stmt: cst.CSTNode):
                 yield child.body.body
 
 
-_STRING_LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
-
-
 class _KindCollector:
     """Flow-insensitive object kinds of the names of one scope."""
 
@@ -550,7 +548,7 @@ class _KindCollector:
             return
         for text, other in ((node.left, node.right), (node.right, node.left)):
             path = dotted(other)
-            if type(text) in _STRING_LITERALS and path is not None:
+            if type(text) in STRING_LITERALS and path is not None:
                 self._add(path, TEXT)  # `tensor + "..."` raises: `label` holds a str
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:

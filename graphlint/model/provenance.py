@@ -29,6 +29,7 @@ from graphlint.model.cfg import (
     ARM, BACK, CFG, DEF, ENTRY, EXIT, FOR, IF, ITER, MATCH, STMT, WHILE, WITH, build_cfg, disabled_by_flags, flag_value,
 )
 from graphlint.model.names import (
+    STRING_LITERALS,
     bound_names,
     CUTTING_ATTRIBUTES,
     INDEXED_REDUCTIONS,
@@ -2345,7 +2346,6 @@ def _key_target(target: cst.BaseExpression, iterable: cst.BaseExpression) -> cst
     return target.elements[0].value if keyed else None
 
 
-STRING_LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 _CONSTANTS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float, cst.Imaginary)
 
 
