@@ -1304,10 +1304,15 @@ class _StmtContext:
                 values = [whole, EMPTY]  # `_, idx = probs.topk(1)`: the indices have no graph
             if not values or len(values) != len(targets):
                 stored = self.materialise(whole)
-                if self.site is not None and not self._calls_a_model(value_expr):
+                if self.site is not None and (
+                    not self._calls_a_model(value_expr) or self._hands_a_model_on(value_expr)
+                ):
                     # `loss, n, log = criterion(model, sample)`: a function or loss object
                     # unseen, whose parts beside the loss are usually numbers for logging
-                    # (a model's method returning parts returns tensors: not this).
+                    # (a model's method returning parts returns tensors: not this). A
+                    # module handed the model is such a loss object too, wherever the
+                    # analysis learnt it is a module: the mark stays on the site for every
+                    # later solve, so it must not depend on which caller came first.
                     self.site.opaque_parts = True
                 for item in targets:
                     self.assign(item, stored)
@@ -1428,6 +1433,10 @@ class _StmtContext:
         func = call.func
         owner = func.value if type(func) is cst.Attribute else func
         return MODULE in self.interp.kinds(self.frame, owner)
+
+    def _hands_a_model_on(self, call: cst.Call) -> bool:
+        """`criterion(model, sample)`: a call given a model, which it runs (a loss object)."""
+        return any(MODULE in self.interp.kinds(self.frame, arg.value) for arg in call.args if not arg.star)
 
     def element_node(self, element: cst.BaseExpression, only_new: bool = False) -> frozenset:
         """Evaluate one element of a tuple and store it as a node of its own (a site keyed by it).
