@@ -122,7 +122,7 @@ def _pairs(ours: syntax.CSTNode, theirs: libcst.CSTNode, where: str = "module"):
         yield node, expected
         for name in node._scalars:
             mine, theirs_value = getattr(node, name), getattr(expected, name, None)
-            if name == "_evaluated":
+            if name.startswith("_"):  # gathered by the build, checked on their own
                 continue
             if name == "relative":
                 theirs_value = "." * len(theirs_value)
@@ -193,3 +193,71 @@ def test_code_for_node_is_the_source_text_or_generated_for_a_made_node() -> None
 def test_a_node_the_analysis_made_has_no_position() -> None:
     positions = Positions(parse_module("x = 1\n"))
     assert syntax.Name("x") not in positions
+
+
+BINDINGS = '''
+import os
+from x import y as z
+a, (b, *c) = 1, (2, 3)
+d: int
+e += 1
+f[0] = g.h = 2
+del i
+for j, k in []:
+    pass
+with open(p) as (l, m), open(q) as n:
+    pass
+try:
+    pass
+except E as o:
+    pass
+[r for s in t if (u := s)]
+v = lambda w, x=(aa := 1): (bb := w)
+global cc
+
+
+@deco(dd := 1)
+def outer(ee, *ff, gg=(hh := 1), **ii) -> (jj := int):
+    global kk
+    nonlocal_like = kk = 1
+
+    class Inner(Base, ll=(mm := 1)):
+        nn = 1
+
+        def method(self):
+            oo = 1
+
+    def inner():
+        nonlocal pp
+        pp = qq = 1
+
+    match rr:
+        case [ss, *tt] if (uu := ss):
+            vv = 1
+        case {"k": ww, **xx}:
+            pass
+        case Point(x=yy) | zz:
+            pass
+    return [ab for ab in ee]
+'''
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES) + ["bindings"])
+def test_the_names_each_scope_binds_are_gathered_by_the_build(name: str) -> None:
+    """What the build gathers per function (and for the module) is what
+    statements.assigned_names finds by walking the built body."""
+    from graphlint.model.program import _body_statements
+    from graphlint.model.statements import assigned_names
+
+    module = parse_module(BINDINGS if name == "bindings" else SOURCES[name])
+    assert module.bound == frozenset(assigned_names(module.body))
+    functions = [node for node in descendants(module) if type(node) is syntax.FunctionDef]
+    for func in functions:
+        assert func._bound == frozenset(assigned_names(list(_body_statements(func)))), (name, func.name.value)
+    if name == "bindings":
+        assert module.bound >= {"a", "b", "c", "d", "e", "j", "k", "l", "m", "n", "o", "s", "u", "v", "outer"}
+        assert {"i", "f", "g", "w", "aa", "bb", "dd", "cc", "os", "z"}.isdisjoint(module.bound)
+        outer = functions[0]
+        assert {"nonlocal_like", "Inner", "inner", "ab", "uu", "vv"} <= outer._bound
+        # (Capture patterns bind no name the analysis tracks: assigned_names skips them too.)
+        assert {"kk", "ee", "hh", "jj", "mm", "nn", "oo", "pp", "ss"}.isdisjoint(outer._bound)

@@ -36,7 +36,8 @@ def build_module(tree: ast.Module, data: bytes, max_depth: int = 1_000) -> cst.M
     analysed by recursion as deep.
     """
     builder = _Builder(data, max_depth)
-    return cst.Module(body=builder.block(tree.body), lines=builder.lines, names=frozenset(builder.names))
+    body = builder.block(tree.body)
+    return cst.Module(body=body, lines=builder.lines, names=frozenset(builder.names), bound=builder.scope_bound())
 
 
 def _spanned(node, source: ast.AST):
@@ -65,6 +66,11 @@ class _Builder:
         # Every identifier the code spells (names, attributes, parameters, keywords,
         # imports, definitions): what the prefilter's second stage looks at.
         self.names: set[str] = set()
+        # The names the scope being built binds, and those it declares global or
+        # nonlocal: what statements.assigned_names finds by walking the built body,
+        # gathered here for every function at no extra walk (see scope_bound).
+        self.bound: set[str] = set()
+        self.declared: set[str] = set()
         self.expressions = {
             ast.Name: self.name, ast.Attribute: self.attribute, ast.Call: self.call,
             ast.Subscript: self.subscript, ast.BinOp: self.binary, ast.BoolOp: self.boolean,
@@ -186,6 +192,7 @@ class _Builder:
         for handler in node.handlers:
             name = None
             if handler.name is not None:
+                self.bound.add(handler.name)
                 name = cst.AsName(name=self.identifier(handler.name, handler, "as"))
                 _around(name, name.name)
             kind = cst.ExceptStarHandler if star else cst.ExceptHandler
@@ -198,24 +205,47 @@ class _Builder:
             finalbody=self.else_(node.finalbody, cst.Finally),
         ), node)
 
+    # Names bound per scope. A definition binds its name where it stands; what its
+    # decorators, defaults, bases or a lambda bind counts for no scope, as in
+    # statements.assigned_names, which stops at them.
+
+    def scope_bound(self) -> frozenset[str]:
+        return frozenset(self.bound - self.declared)
+
+    def enter_scope(self) -> tuple[set[str], set[str]]:
+        outer = self.bound, self.declared
+        self.bound, self.declared = set(), set()
+        return outer
+
     def function(self, node):
+        outer = self.enter_scope()
         decorators = [self.decorator(d) for d in node.decorator_list]
         returns = self.annotation(node.returns)
-        return _spanned(cst.FunctionDef(
+        name = self.identifier(node.name, node, "def")
+        params = self.parameters(node.args, node)
+        self.bound, self.declared = set(), set()
+        body = self.suite(node.body)
+        built = _spanned(cst.FunctionDef(
             decorators=decorators,
             asynchronous=cst.Asynchronous() if type(node) is ast.AsyncFunctionDef else None,
-            name=self.identifier(node.name, node, "def"), params=self.parameters(node.args, node),
-            returns=returns, body=self.suite(node.body),
+            name=name, params=params, returns=returns, body=body, _bound=self.scope_bound(),
         ), node)
+        self.bound, self.declared = outer
+        self.bound.add(node.name)
+        return built
 
     def class_(self, node: ast.ClassDef):
-        return _spanned(cst.ClassDef(
+        outer = self.enter_scope()
+        built = _spanned(cst.ClassDef(
             decorators=[self.decorator(d) for d in node.decorator_list],
             name=self.identifier(node.name, node, "class"),
             bases=[self.arg(base) for base in node.bases],
             keywords=[self.keyword(keyword) for keyword in node.keywords],
             body=self.suite(node.body),
         ), node)
+        self.bound, self.declared = outer
+        self.bound.add(node.name)
+        return built
 
     def decorator(self, node: ast.expr):
         value = self.expression(node)
@@ -324,6 +354,7 @@ class _Builder:
 
     def global_(self, node):
         kind = cst.Global if type(node) is ast.Global else cst.Nonlocal
+        self.declared.update(node.names)
         names = [cst.NameItem(name=self.identifier(name, node, kind.__name__.lower())) for name in node.names]
         for item in names:
             _around(item, item.name)
@@ -454,6 +485,8 @@ class _Builder:
 
     def name(self, node: ast.Name):
         self.names.add(node.id)
+        if type(node.ctx) is ast.Store:  # a target: assigned, iterated, `with ... as`, `:=`
+            self.bound.add(node.id)
         return cst.Name(value=node.id)
 
     def attribute(self, node: ast.Attribute):
@@ -518,7 +551,10 @@ class _Builder:
         )
 
     def lambda_(self, node: ast.Lambda):
-        return cst.Lambda(params=self.parameters(node.args, node), body=self.expression(node.body))
+        outer = self.enter_scope()
+        built = cst.Lambda(params=self.parameters(node.args, node), body=self.expression(node.body))
+        self.bound, self.declared = outer
+        return built
 
     def named(self, node: ast.NamedExpr):
         return cst.NamedExpr(target=self.expression(node.target), value=self.expression(node.value))

@@ -118,7 +118,7 @@ class Program:
     # ----- structure -----
     def _collect(self, module: cst.Module) -> None:
         top = Scope("<module>", module, list(module.body))
-        top.locals = assigned_names(module.body)
+        top.locals = set(module.bound) if module.bound is not None else assigned_names(module.body)
         self.scopes[module] = top
         self._collect_body(module.body, None, "")
 
@@ -148,7 +148,8 @@ class Program:
             self.functions[func.name.value] = func
         params = [p.name.value for p in all_params(func.params)]
         scope = Scope(key, func, list(_body_statements(func)), cls, params)
-        scope.assigned = assigned_names(scope.body)
+        # The build gathered them (graphlint/model/from_ast.py); a node made elsewhere did not.
+        scope.assigned = set(func._bound) if func._bound is not None else assigned_names(scope.body)
         scope.locals = scope.assigned | set(params)
         scope.no_grad = any(_is_no_grad_decorator(d.decorator) for d in func.decorators)
         self.scopes[func] = scope

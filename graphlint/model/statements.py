@@ -177,7 +177,7 @@ def assigned_names(body, imports: bool = False) -> set[str]:
         elif kind is cst.WithItem:
             if node.asname is not None:
                 names |= bound_names(node.asname.name)
-        elif kind is cst.ExceptHandler:
+        elif kind is cst.ExceptHandler or kind is cst.ExceptStarHandler:
             if node.name is not None:
                 names |= bound_names(node.name.name)
         elif kind is cst.Global or kind is cst.Nonlocal:

@@ -196,7 +196,8 @@ for _name, _bases, _fields, _scalars in [
     ("ExceptHandler", _PLAIN, "type name body", ""),
     ("ExceptStarHandler", _PLAIN, "type name body", ""),
     ("Finally", _PLAIN, "body", ""),
-    ("FunctionDef", _COMPOUND, "decorators asynchronous name params returns body", ""),
+    # `_bound`: the names the body binds, gathered by the build (statements.assigned_names).
+    ("FunctionDef", _COMPOUND, "decorators asynchronous name params returns body", "_bound"),
     ("ClassDef", _COMPOUND, "decorators name bases keywords body", ""),
     ("Decorator", _PLAIN, "decorator", ""),
     ("Match", _COMPOUND, "subject cases", ""),
@@ -247,16 +248,19 @@ SimpleString.evaluated_value = property(_evaluated_value)  # type: ignore[name-d
 
 
 class Module(CSTNode):
-    """A file: its statements, its text as UTF-8 lines (what spans index), and every
-    identifier its code spells."""
+    """A file: its statements, its text as UTF-8 lines (what spans index), every
+    identifier its code spells, and the names its top level binds (None: not gathered)."""
 
-    __slots__ = ("body", "lines", "names")
+    __slots__ = ("body", "lines", "names", "bound")
     _fields = ("body",)
 
-    def __init__(self, body: list, lines: list[bytes], names: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, body: list, lines: list[bytes], names: frozenset[str] = frozenset(), bound: frozenset[str] | None = None
+    ) -> None:
         self.body = body
         self.lines = lines
         self.names = names
+        self.bound = bound
         self._span = (1, 0, max(len(lines), 1), 0)
 
     def code_for_node(self, node: CSTNode) -> str:
