@@ -104,13 +104,17 @@ class Program:
         self._scopes_by_key: dict[str, Scope] | None = None
         self._backward_summaries: dict[cst.FunctionDef, tuple[bool, bool]] = {}
         self._grad_contexts = None
+        # Kind collection (see _collect_kinds): a count of additions, the count at
+        # which each key last gained something, and the keys the running collector read.
+        self._additions = 0
+        self._gained: dict[tuple[str, str], int] = {}
+        self._reads: set[tuple[str, str]] | None = None
         self._collect(module)
         self._resolve_class_kinds()
         # (class name, `self.x`) -> the methods call x.step() / x.zero_grad(): across
         # methods, `self.optimizer` stepped in one and cleared in another is an optimizer.
         self._attribute_calls: dict[tuple[str, str], set[str]] = {}
-        for scope in list(self.scopes.values()):
-            _KindCollector(self, scope).run()
+        self._collect_kinds()
         for (class_name, path), methods in self._attribute_calls.items():
             if methods == {"step", "zero_grad"} and MODULE not in self._kinds.get((class_name, path), ()):
                 self.add_kind(class_name, path, OPTIMIZER)
@@ -316,11 +320,48 @@ class Program:
         return self._scopes_by_key.get(key)
 
     # ----- kinds -----
+    def _collect_kinds(self) -> None:
+        """Run each scope's _KindCollector, and again while a kind it read changed after.
+
+        One pass in the order of the file misses what a scope reads from a scope
+        written below it (`agent, opt = make_agent()` in a `main` defined above
+        `make_agent`), and findings would depend on the order of the definitions.
+        A scope runs again only when a key it read (a path's kinds or optimizer
+        models) gained something after its last run ended; kinds only grow, so
+        this ends.
+        """
+        pending = list(self.scopes.values())
+        ran: dict[cst.CSTNode, tuple[int, set[tuple[str, str]]]] = {}
+        while pending:
+            for scope in pending:
+                self._reads = set()
+                _KindCollector(self, scope).run()
+                ran[scope.node] = (self._additions, self._reads)
+            self._reads = None
+            gained = self._gained
+            pending = [
+                scope for scope in self.scopes.values()
+                if any(gained.get(key, -1) > ran[scope.node][0] for key in ran[scope.node][1])
+            ]
+
+    def _read(self, scope: Scope, path: str) -> None:
+        """Note the keys a lookup of ``path`` in ``scope`` reads, while kinds are collected."""
+        reads = self._reads
+        reads.add((scope.key, path))
+        reads.add(("<module>", path))
+        if scope.cls is not None:
+            reads.add((scope.cls.name, path))
+
+    def _gain(self, key: tuple[str, str]) -> None:
+        self._additions += 1
+        self._gained[key] = self._additions
+
     def add_kind(self, scope_key: str, path: str, kind: str) -> bool:
         kinds = self._kinds.setdefault((scope_key, path), set())
         if kind in kinds:
             return False
         kinds.add(kind)
+        self._gain((scope_key, path))
         return True
 
     def instance_kinds(self, class_name: str) -> set[str]:
@@ -342,6 +383,8 @@ class Program:
     def kinds(self, scope: Scope, path: str | None) -> set[str]:
         if path is None:
             return set()
+        if self._reads is not None:
+            self._read(scope, path)
         found = set(self._kinds.get((scope.key, path), ()))
         if path.startswith("self.") and scope.cls is not None:
             found |= self._kinds.get((scope.cls.name, path), set())
@@ -354,9 +397,14 @@ class Program:
         return {path for (_, path), kinds in self._kinds.items() if kind in kinds}
 
     def add_optimizer_models(self, scope_key: str, path: str, models: set[str]) -> None:
-        self._optimizer_models.setdefault((scope_key, path), set()).update(models)
+        known = self._optimizer_models.setdefault((scope_key, path), set())
+        if not models <= known:
+            known.update(models)
+            self._gain((scope_key, path))
 
     def optimizer_models(self, scope: Scope, path: str) -> set[str]:
+        if self._reads is not None:
+            self._read(scope, path)
         found = set(self._optimizer_models.get((scope.key, path), ()))
         if path.startswith("self.") and scope.cls is not None:
             found |= self._optimizer_models.get((scope.cls.name, path), set())
