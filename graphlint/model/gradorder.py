@@ -615,6 +615,28 @@ class EventGraph:
             for arg in sub.args:
                 if kinds(arg.value) & {OPTIMIZER, MODULE, FORWARD}:
                     yield clearing("U", sub, arg.value)
+                for attribute in self._optimizers_held_by(arg.value, scope):
+                    # `cb.on_batch_end(self)`: the callback may clear `self.optimizer`.
+                    yield clearing("U", sub, cst.Attribute(value=arg.value, attr=cst.Name(value=attribute)))
+
+    def _optimizers_held_by(self, expr: cst.BaseExpression, scope: Scope) -> list[str]:
+        """The attributes holding an optimizer on an object of a class of the file that
+        ``expr`` names (`self` in a method, a trainer instance): code handed the object
+        can reach them."""
+        if type(expr) is not cst.Name:
+            return []
+        if expr.value == "self":
+            cls = scope.cls
+        else:
+            cls = self.program.class_of_instance(self.program.kinds(scope, expr.value))
+        if cls is None:
+            return []
+        return sorted(
+            path[len("self."):]
+            for owner in self.program.lineage(cls)
+            for path in self.program.attributes_of_kind(owner.name, OPTIMIZER)
+            if path.count(".") == 1
+        )
 
     def _bound_from(self, scope: Scope, local: str | None, aliases) -> str | None:
         """The object path a local model name was bound to: `model = self.model`,

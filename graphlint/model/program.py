@@ -109,6 +109,7 @@ class Program:
         self._additions = 0
         self._gained: dict[tuple[str, str], int] = {}
         self._reads: set[tuple[str, str]] | None = None
+        self._attributes_of_kind: dict[tuple[str, str], tuple[int, frozenset[str]]] = {}
         self._collect(module)
         self._resolve_class_kinds()
         # (class name, `self.x`) -> the methods call x.step() / x.zero_grad(): across
@@ -391,6 +392,17 @@ class Program:
         if path.split(".")[0] not in scope.locals:
             found |= self._kinds.get(("<module>", path), set())
         return found
+
+    def attributes_of_kind(self, class_name: str, kind: str) -> set[str]:
+        """The `self.x` paths a class's methods hold an object of ``kind`` at."""
+        known = self._attributes_of_kind.get((class_name, kind))
+        if known is None or known[0] != self._additions:  # (kinds gained since: look again)
+            found = frozenset(
+                path for (owner, path), kinds in self._kinds.items()
+                if owner == class_name and kind in kinds and path.startswith("self.")
+            )
+            known = self._attributes_of_kind[(class_name, kind)] = (self._additions, found)
+        return known[1]
 
     def paths_of_kind(self, kind: str) -> set[str]:
         """Every path, in any scope, that holds an object of ``kind``."""
