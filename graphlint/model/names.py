@@ -52,6 +52,11 @@ CUTTING_ATTRIBUTES = frozenset({
     "is_cuda", "layout", "names", "indices",
 })
 
+# Attributes of a tensor that are the tensor seen another way (a node of its graph).
+# Any other attribute read off a parameter is state kept on it (metadata, or what a
+# library attaches: BackPACK's `grad_batch`, Opacus's `grad_sample`), not the parameter.
+TENSOR_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+
 TORCH_FACTORIES = frozenset({
     "zeros", "ones", "randn", "rand", "randint", "empty", "full", "arange", "linspace",
     "logspace", "eye", "tensor", "as_tensor", "from_numpy", "zeros_like", "ones_like",

@@ -32,6 +32,7 @@ from graphlint.model.names import (
     STRING_LITERALS,
     bound_names,
     CUTTING_ATTRIBUTES,
+    TENSOR_VIEW_ATTRIBUTES,
     INDEXED_REDUCTIONS,
     constant_string,
     dotted,
@@ -1957,7 +1958,10 @@ class _StmtContext:
         path = self.interp.path(self.frame, expr)
         if path is not None and self.state.has(path):
             return self.state.get(path)
-        return self.eval(expr.value)
+        value = self.eval(expr.value)
+        if expr.attr.value not in TENSOR_VIEW_ATTRIBUTES and self.interp.only_leaves(value):
+            return EMPTY  # `param.grad_batch`: something kept on a parameter, not the parameter
+        return value
 
     def _eval_Subscript(self, expr: cst.Subscript) -> frozenset:
         path = self.interp.path(self.frame, expr)
