@@ -30,7 +30,7 @@ def fix(finding: Finding, document: Document) -> Fix | None:
     accumulator, value = _accumulator_and_value(statement)
     if value is None or _already_cut(value) or _feeds_computation(accumulator, statement, document):
         return None
-    if isinstance(value, _NO_TENSOR_DISPLAYS):
+    if isinstance(value, _NO_TENSOR_DISPLAYS) or _builds_a_container(value):
         # `stats.append((loss, part))`, `params += [{...}]`: a tuple, list, dict or
         # string has no `.detach()`; which of its items to cut is the author's call.
         return None
@@ -115,6 +115,18 @@ def _feeds_computation(accumulator, statement, document: Document) -> bool:
             if any(n.deep_equals(accumulator) for operand in operands for n in document.walk(operand)):
                 return True
     return False
+
+
+# Calls returning a container, or a copy of a value of any type (`copy.copy(stats)`).
+_CONTAINER_CALLS = frozenset({"dict", "list", "tuple", "set", "OrderedDict", "defaultdict", "copy", "deepcopy"})
+
+
+def _builds_a_container(value: libcst.BaseExpression) -> bool:
+    if not isinstance(value, libcst.Call):
+        return False
+    func = value.func
+    name = func.attr.value if isinstance(func, libcst.Attribute) else func.value if isinstance(func, libcst.Name) else ""
+    return name in _CONTAINER_CALLS
 
 
 _NO_TENSOR_DISPLAYS = (

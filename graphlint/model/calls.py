@@ -59,7 +59,7 @@ from graphlint.model.provenance import (
 _CONTAINER_READS = frozenset({"get", "pop", "values", "items", "copy", "popleft", "clone", "contiguous"})
 _NON_TORCH_CUTTING_ROOTS = ("math.", "numpy.", "np.", "random.", "time.", "os.", "json.", "logging.", "wandb.")
 # Packages whose calls hand back (an iterator or a container of) what they are given.
-_PASSING_ROOTS = ("collections.", "itertools.", "tqdm.", "rich.progress.")
+_PASSING_ROOTS = ("collections.", "itertools.", "tqdm.", "rich.progress.", "copy.copy")
 
 
 class _CallEvaluator:
@@ -433,6 +433,11 @@ class _CallEvaluator:
                 self.args_value()
                 return EMPTY
             return self.args_value()
+        if qualified == "copy.deepcopy":
+            # A deep copy of a tensor with a graph raises; what it returns holds none
+            # (a model's copy is known by its kind, not its value).
+            self.args_value()
+            return EMPTY
         if (
             qualified.startswith(_NON_TORCH_CUTTING_ROOTS)
             or qualified.split(".")[0] in ("math", "numpy", "random", "time", "os", "json", "logging")
@@ -442,7 +447,8 @@ class _CallEvaluator:
             return EMPTY
         if qualified.startswith(_PASSING_ROOTS):
             # `defaultdict(list)`, `deque(losses, maxlen=k)`: a container of what it is
-            # given; `pbar = tqdm(loader)`, `islice(loader, n)`: an iterator over it.
+            # given; `pbar = tqdm(loader)`, `islice(loader, n)`: an iterator over it;
+            # `copy.copy(stats)`: a container holding the same values.
             return self.args_value()
         if last_part(qualified) == "Tensor" or last_part(qualified)[:1].isupper():
             return self.maybe_leaf_constructor()
@@ -531,6 +537,9 @@ class _CallEvaluator:
             found = self.program.method(cls, method)
             if found is not None:
                 return self.inline_or_unknown(found[1], found[0], owner)
+        static = self._static_method(owner, method)
+        if static is not None:
+            return self.inline_or_unknown(static, None, None)  # `Utils.clone(v)`: a plain function
         if method in SAMPLING_METHODS and MODULE not in kinds:
             ctx.eval(owner)
             self.args_value()
@@ -675,6 +684,15 @@ class _CallEvaluator:
             self.args_value()
             return EMPTY
         return result
+
+    def _static_method(self, owner: cst.BaseExpression, method: str) -> cst.FunctionDef | None:
+        """The `@staticmethod` ``method`` of the class of this file ``owner`` names, if any."""
+        if type(owner) is not cst.Name or not self.program.names_a_class(self.frame.scope, owner.value):
+            return None
+        found = self.program.method(self.program.classes[owner.value], method)
+        if found is None or not any(dotted(d.decorator) == "staticmethod" for d in found[1].decorators):
+            return None
+        return found[1]
 
     def instance_call(self, cls, callee: cst.BaseExpression) -> frozenset:
         found = self.program.method(cls, "forward") or self.program.method(cls, "__call__")
