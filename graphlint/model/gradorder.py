@@ -622,8 +622,10 @@ class EventGraph:
     def _optimizers_held_by(self, expr: cst.BaseExpression, scope: Scope) -> list[str]:
         """The attributes holding an optimizer on an object of a class of the file that
         ``expr`` names (`self` in a method, a trainer instance): code handed the object
-        can reach them."""
-        if type(expr) is not cst.Name:
+        can reach them. Only in a file whose own code clears an optimizer it reaches
+        through a parameter (`trainer.optimizer.zero_grad()` in a callback): where
+        nothing does, a callback handed the trainer is taken to clear nothing."""
+        if type(expr) is not cst.Name or not self.program.clears_through_a_parameter():
             return []
         if expr.value == "self":
             cls = scope.cls
