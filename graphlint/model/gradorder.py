@@ -625,7 +625,7 @@ class EventGraph:
         can reach them. Only in a file whose own code clears an optimizer it reaches
         through a parameter (`trainer.optimizer.zero_grad()` in a callback): where
         nothing does, a callback handed the trainer is taken to clear nothing."""
-        if type(expr) is not cst.Name or not self.program.clears_through_a_parameter():
+        if type(expr) is not cst.Name or not self.program.clears_through_a_parameter:
             return []
         if expr.value == "self":
             cls = scope.cls

@@ -110,7 +110,10 @@ class Program:
         self._gained: dict[tuple[str, str], int] = {}
         self._reads: set[tuple[str, str]] | None = None
         self._attributes_of_kind: dict[tuple[str, str], tuple[int, frozenset[str]]] = {}
-        self._clears_through_a_parameter: bool | None = None
+        # Whether a function of the file calls `zero_grad` on something it reaches
+        # through a parameter other than `self` (`trainer.optimizer.zero_grad()`),
+        # noted by _KindCollector.visit_Call.
+        self.clears_through_a_parameter = False
         self._collect(module)
         self._resolve_class_kinds()
         # (class name, `self.x`) -> the methods call x.step() / x.zero_grad(): across
@@ -394,16 +397,6 @@ class Program:
             found |= self._kinds.get(("<module>", path), set())
         return found
 
-    def clears_through_a_parameter(self) -> bool:
-        """Whether a function of the file calls `zero_grad` on something it reaches
-        through a parameter other than `self` (`trainer.optimizer.zero_grad()`)."""
-        if self._clears_through_a_parameter is None:
-            self._clears_through_a_parameter = any(
-                _zero_grad_through(scope.body, set(scope.params) - {"self", "cls"})
-                for scope in self.scopes.values() if scope.params
-            )
-        return self._clears_through_a_parameter
-
     def attributes_of_kind(self, class_name: str, kind: str) -> set[str]:
         """The `self.x` paths a class's methods hold an object of ``kind`` at."""
         known = self._attributes_of_kind.get((class_name, kind))
@@ -517,24 +510,6 @@ def all_params(params: cst.Parameters):
     yield from params.kwonly_params
     if params.star_kwarg is not None:
         yield params.star_kwarg
-
-
-def _zero_grad_through(body, params: set[str]) -> bool:
-    """Whether ``body`` (nested definitions left out) calls `p.....zero_grad()` for a ``p`` of ``params``."""
-    if not params:
-        return False
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind is cst.FunctionDef or kind is cst.ClassDef:
-            continue
-        if kind is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "zero_grad":
-            owner = dotted(node.func.value)
-            if owner is not None and owner.partition(".")[0] in params:
-                return True
-        stack.extend(children(node))
-    return False
 
 
 def _body_statements(func: cst.FunctionDef):
@@ -906,6 +881,9 @@ class _KindCollector:
         called = dotted(func)
         if called:
             self.run_as_model.add(called)
+            root = called.partition(".")[0]
+            if called.endswith(".zero_grad") and root in self.scope.params and root not in ("self", "cls"):
+                self.program.clears_through_a_parameter = True  # see its declaration
         if type(func) is not cst.Attribute:
             qualified = self.program.imports.qualify(func) or ""
             if qualified and is_scheduler_class(qualified) and node.args:
