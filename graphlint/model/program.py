@@ -397,7 +397,7 @@ class Program:
             found |= self._kinds.get(("<module>", path), set())
         return found
 
-    def attributes_of_kind(self, class_name: str, kind: str) -> set[str]:
+    def attributes_of_kind(self, class_name: str, kind: str) -> frozenset[str]:
         """The `self.x` paths a class's methods hold an object of ``kind`` at."""
         known = self._attributes_of_kind.get((class_name, kind))
         if known is None or known[0] != self._additions:  # (kinds gained since: look again)
