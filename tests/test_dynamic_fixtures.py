@@ -45,6 +45,7 @@ HONEST_REASONS = re.compile(
     r"|^line \d+ never ran$"  # a line in a branch that never runs (`if True:` ... `elif`)
     r"|import failed|missing data"
     r"|shapes cannot be multiplied"  # a stand-in's output meets a real layer of another width
+    r"|iteration over a 0-d tensor"  # a stand-in loss unpacked into parts (`loss, n, log = criterion(...)`)
     r"|objects the probe cannot look into"  # an accumulator of non-tensors (hook handles)
     r"|gradients assigned by hand"  # the step applies a gradient the code rebuilt (DP-SGD, pruning masks)
 )
