@@ -30,7 +30,7 @@ def fix(finding: Finding, document: Document) -> Fix | None:
     accumulator, value = _accumulator_and_value(statement)
     if value is None or _already_cut(value) or _feeds_computation(accumulator, statement, document):
         return None
-    if isinstance(value, _NO_TENSOR_DISPLAYS) or _builds_a_container(value):
+    if isinstance(value, _NO_TENSOR_DISPLAYS) or _builds_a_container(value) or _names_a_container(value, statement, document):
         # `stats.append((loss, part))`, `params += [{...}]`: a tuple, list, dict or
         # string has no `.detach()`; which of its items to cut is the author's call.
         return None
@@ -127,6 +127,17 @@ def _builds_a_container(value: libcst.BaseExpression) -> bool:
     func = value.func
     name = func.attr.value if isinstance(func, libcst.Attribute) else func.value if isinstance(func, libcst.Name) else ""
     return name in _CONTAINER_CALLS
+
+
+def _names_a_container(value: libcst.BaseExpression, statement, document: Document) -> bool:
+    """A name some assignment of its scope binds to a container (`losses = {"mse": ...}`)."""
+    if not isinstance(value, libcst.Name):
+        return False
+    for node in document.walk(_scope_for(value, statement, document)):
+        if isinstance(node, libcst.Assign) and any(t.target.deep_equals(value) for t in node.targets):
+            if isinstance(node.value, _NO_TENSOR_DISPLAYS) or _builds_a_container(node.value):
+                return True
+    return False
 
 
 _NO_TENSOR_DISPLAYS = (
