@@ -217,7 +217,7 @@ def grad_context_managers(functions: Iterable[tuple[str, cst.FunctionDef]]) -> G
                     found[spelling] = None
                 elif type(expr) is cst.Call and _is_grad_mode_call(expr, ("set_grad_enabled",)) and len(expr.args) == 1:
                     flag = expr.args[0].value  # (positional, or `mode=`)
-                    if type(flag) is cst.Name and flag.value == "False":
+                    if _disables_grad(expr):
                         found[spelling] = None
                     elif type(flag) is cst.Name and flag.value in params:
                         found[spelling] = (flag.value, params.index(flag.value))
@@ -245,9 +245,7 @@ def _disabled_by_helper(call: cst.Call, deciding: tuple[str, int] | None) -> boo
     value = keyword(call, name)
     if value is None and position < len(passed):
         value = passed[position]
-    if type(value) is not cst.Name or value.value not in ("True", "False"):
-        return None
-    return value.value == "False"
+    return _disabling(value)
 
 
 def disabled_by_flags(with_stmt: cst.With, flags: dict[str, bool], binding) -> bool:
@@ -286,10 +284,15 @@ def flag_value(expr: cst.BaseExpression, flags: dict[str, bool]) -> bool | None:
 
 def _disables_grad(call: cst.Call) -> bool | None:
     """`set_grad_enabled(False)` (or `mode=False`): True; `(True)`: False; anything else: None (unknown)."""
-    value = call.args[0].value if call.args else None
-    if type(value) is not cst.Name or value.value not in ("True", "False"):
+    return _disabling(call.args[0].value if call.args else None)
+
+
+def _disabling(mode: cst.BaseExpression | None) -> bool | None:
+    """A grad mode given as a literal: `False` disables gradients (True), `True` does
+    not (False); anything else: None (unknown)."""
+    if type(mode) is not cst.Name or mode.value not in ("True", "False"):
         return None
-    return value.value == "False"
+    return mode.value == "False"
 
 
 def grad_mode_set_by(stmt: cst.CSTNode) -> bool | None:

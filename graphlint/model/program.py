@@ -305,7 +305,7 @@ class Program:
         if self._grad_contexts is None:
             from graphlint.model.cfg import grad_context_managers
 
-            spelled = [(name, func) for name, func in self.functions.items()]
+            spelled = list(self.functions.items())
             spelled += [(f"self.{name}", func) for info in self.classes.values() for name, func in info.methods.items()]
             self._grad_contexts = grad_context_managers(spelled)
         return self._grad_contexts
