@@ -261,3 +261,40 @@ def test_the_names_each_scope_binds_are_gathered_by_the_build(name: str) -> None
         assert {"nonlocal_like", "Inner", "inner", "ab", "uu", "vv"} <= outer._bound
         # (Capture patterns bind no name the analysis tracks: assigned_names skips them too.)
         assert {"kk", "ee", "hh", "jj", "mm", "nn", "oo", "pp", "ss"}.isdisjoint(outer._bound)
+
+
+def _assignment(source: str) -> syntax.Assign:
+    return parse_module(source).body[0].body[0]
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("a, b = x, y", [("a", "x"), ("b", "y")]),
+        ("[a, b] = (x, y)", [("a", "x"), ("b", "y")]),
+        ("(a, self.b) = [x, f(y)]", [("a", "x"), ("self.b", None)]),
+        ("a, *b = x, y", None),  # a star: positions no longer say which value a part gets
+        ("a, b = *xs, y", None),
+        ("a, b = x, y, z", None),
+        ("a, b = pair", None),
+        ("a = x, y", None),
+    ],
+)
+def test_a_tuple_assignment_pairs_its_parts_only_position_by_position(source: str, expected) -> None:
+    from graphlint.model.names import dotted, paired_parts
+
+    stmt = _assignment(source)
+    pairs = paired_parts(stmt.targets[0].target, stmt.value)
+    found = None if pairs is None else [(dotted(part), dotted(held)) for part, held in pairs]
+    assert found == expected
+
+
+def test_dotted_reads_a_chain_the_same_when_asked_again() -> None:
+    from graphlint.model.names import dotted
+
+    chain = _assignment("x = self.model.encoder.layer\n").value
+    call = _assignment("x = f().model\n").value
+    assert dotted(chain) == dotted(chain) == "self.model.encoder.layer"
+    assert dotted(chain.value) == "self.model.encoder"
+    assert dotted(call) is None and dotted(call) is None
+    assert dotted(_assignment("x = y\n").value) == "y"

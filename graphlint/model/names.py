@@ -224,6 +224,27 @@ def bound_names(target: cst.CSTNode) -> set[str]:
     return set()
 
 
+def display_parts(expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    """The parts of a tuple or list display without a starred part (``x, y``), else None."""
+    if type(expr) in (cst.Tuple, cst.List) and not any(type(e) is cst.StarredElement for e in expr.elements):
+        return [e.value for e in expr.elements]
+    return None
+
+
+def paired_parts(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple] | None:
+    """(target part, value part) for each position of ``a, b = x, y``: both sides
+    displays of one length without a starred part, so that each part of the
+    target is bound the value part at its position; else None.
+
+    The one reading of this shape: with a star on either side, a position no
+    longer says which value a part gets (``a, *b = x, y, z``, ``a, b = *xs, y``).
+    """
+    targets, values = display_parts(target), display_parts(value)
+    if targets is None or values is None or len(targets) != len(values):
+        return None
+    return list(zip(targets, values))
+
+
 def related_paths(a: str, b: str) -> bool:
     """Whether one object path is the other or lies inside it (`model`, `model.head`)."""
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
@@ -231,14 +252,26 @@ def related_paths(a: str, b: str) -> bool:
 
 def dotted(expr: cst.CSTNode | None) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else None."""
+    kind = type(expr)
+    if kind is cst.Name:
+        return expr.value
+    if kind is not cst.Attribute:
+        return None
+    try:
+        return expr._dotted  # asked a million times on the corpus, mostly of the same nodes
+    except AttributeError:
+        pass
     parts: list[str] = []
-    while type(expr) is cst.Attribute:
-        parts.append(expr.attr.value)
-        expr = expr.value
-    if type(expr) is cst.Name:
-        parts.append(expr.value)
-        return ".".join(reversed(parts))
-    return None
+    node = expr
+    while type(node) is cst.Attribute:
+        parts.append(node.attr.value)
+        node = node.value
+    found = None
+    if type(node) is cst.Name:
+        parts.append(node.value)
+        found = ".".join(reversed(parts))
+    expr._dotted = found
+    return found
 
 
 def last_part(qualified: str) -> str:

@@ -21,6 +21,7 @@ from graphlint.model.names import (
     Imports,
     dotted,
     is_module_class,
+    paired_parts,
     is_optimizer_class,
     is_scheduler_class,
     last_part,
@@ -664,10 +665,8 @@ class _KindCollector:
         path = dotted(target)
         if type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List):
             # critic1, critic2 = Critic(), Critic()
-            if len(target.elements) == len(value.elements):
-                for element, part in zip(target.elements, value.elements):
-                    if type(element) is not cst.StarredElement and type(part) is not cst.StarredElement:
-                        self._assign(element.value, part.value)
+            for part, held in paired_parts(target, value) or ():
+                self._assign(part, held)
             return
         if type(target) in (cst.Tuple, cst.List) and type(value) is cst.Call:
             if self.program.imports.qualify(value.func) in ENGINE_SETUPS and target.elements:
@@ -1046,10 +1045,7 @@ def attribute_assignments(body):
             value = node.value
             for target in node.targets:
                 target = target.target
-                pairs = [(target, value)]
-                if type(target) is cst.Tuple and type(value) is cst.Tuple and len(target.elements) == len(value.elements):
-                    pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
-                for part, held in pairs:
+                for part, held in paired_parts(target, value) or [(target, value)]:
                     path = dotted(part)
                     if path and path.startswith("self.") and path.count(".") == 1:
                         yield path, held
@@ -1080,19 +1076,10 @@ def _first_assignments(body) -> dict[str, cst.BaseExpression]:
 
 
 def _paired_names(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
-    """(name, value) for ``name = value``, and for each part of ``a, b = x, y`` (same length, no star)."""
+    """(name, value) for ``name = value``, and for each name of ``a, b = x, y`` (see paired_parts)."""
     if type(target) is cst.Name:
         return [(target.value, value)]
-    displays = (cst.Tuple, cst.List)
-    if type(target) not in displays or type(value) not in displays or len(target.elements) != len(value.elements):
-        return []
-    if any(type(e) is not cst.Element for e in (*target.elements, *value.elements)):
-        return []
-    return [
-        (name.value.value, part.value)
-        for name, part in zip(target.elements, value.elements)
-        if type(name.value) is cst.Name
-    ]
+    return [(name.value, part) for name, part in paired_parts(target, value) or () if type(name) is cst.Name]
 
 
 def _self_attributes_backwarded(func: cst.FunctionDef) -> set[str]:

@@ -35,8 +35,10 @@ from graphlint.model.names import (
     TENSOR_VIEW_ATTRIBUTES,
     INDEXED_REDUCTIONS,
     constant_string,
+    display_parts,
     dotted,
     is_torch_factory,
+    paired_parts,
     is_true,
     PARAMETER_METHODS,
     PASSING_BUILTINS,
@@ -1099,7 +1101,7 @@ class _StmtContext:
             if stmt.value is not None:
                 parts = self.tuple_parts(stmt.value)
                 self._record_returned_nested(self.nested_parts if parts is not None else None, stmt.value)
-                elements = None if parts is not None else _tuple_elements(stmt.value) or _concatenated_elements(stmt.value)
+                elements = None if parts is not None else display_parts(stmt.value) or _concatenated_elements(stmt.value)
                 items = None
                 if parts is None and elements is None:
                     items = self.dict_parts(stmt.value) or self._items_kept(stmt.value)
@@ -1131,8 +1133,8 @@ class _StmtContext:
                     # from (torchdrug's tasks sum their criteria's losses).
                     self.interp.facts.returned_sites.update(o[0] for o in value)
                 if values is not None:
-                    self._record_returned_elements(values, tail=_tuple_elements(stmt.value) is None)
-                    self._record_returned_paths(_tuple_elements(stmt.value), len(values))
+                    self._record_returned_elements(values, tail=display_parts(stmt.value) is None)
+                    self._record_returned_paths(display_parts(stmt.value), len(values))
                 elif not (type(stmt.value) is cst.Name and stmt.value.value == "None"):
                     self.frame.returned_plain = True
         elif type(stmt) is cst.Del:
@@ -1260,10 +1262,10 @@ class _StmtContext:
 
     def _unpack(self, target: cst.BaseExpression, value_expr: cst.BaseExpression) -> bool:
         """``a, b = x, y`` and ``a, b = helper()`` (returning a tuple): element by element."""
-        targets = _tuple_elements(target)
+        targets = display_parts(target)
         if targets is None:
             return False
-        elements = _tuple_elements(value_expr)
+        elements = display_parts(value_expr)
         if elements is not None and len(elements) == len(targets):
             if self.site is not None and not _reads_any(elements, bound_names(target)):
                 # `a, b = net1(x), net2(x)`: two computations, two nodes (one node for
@@ -1350,7 +1352,7 @@ class _StmtContext:
         the whole holds them all. A list display too: ``losses = [cls_loss, box_loss]``
         keeps ``losses[0]`` apart from ``losses[1]``."""
         path = self.interp.path(self.frame, target) if type(target) is cst.Name else None
-        if path is None or _reads_any(_tuple_elements(value_expr) or (), {target.value}):
+        if path is None or _reads_any(display_parts(value_expr) or (), {target.value}):
             return False
         parts = self.tuple_parts(value_expr, lists=True)
         if parts is None:
@@ -1387,7 +1389,7 @@ class _StmtContext:
         """The values of the parts of a tuple display (`(obs, net(obs))`), or with
         ``lists`` of a list display: each a node of its own, but a part that only reads
         a value holds that value (as `x = y` does)."""
-        elements = _tuple_elements(expr) if type(expr) is cst.Tuple or (lists and _list_of_values(expr)) else None
+        elements = display_parts(expr) if type(expr) is cst.Tuple or (lists and _list_of_values(expr)) else None
         if elements is None or self.site is None:
             return None
         # Each part waits in the state while the next are evaluated, so that a helper
@@ -1396,7 +1398,7 @@ class _StmtContext:
         keys = [f"{self.frame.prefix}<part {index} of the tuple at {id(expr)}>" for index in range(len(elements))]
         nested: dict[int, list[frozenset]] = {}
         for index, (key, element) in enumerate(zip(keys, elements)):
-            inner = _tuple_elements(element) if type(element) is cst.Tuple else None
+            inner = display_parts(element) if type(element) is cst.Tuple else None
             if inner and all(_reads_only(e) for e in inner):
                 # `(log_probs, values)`: a tuple of variables computes nothing; its parts
                 # stay apart (see _keep_nested_parts) and it holds what they hold.
@@ -1724,12 +1726,9 @@ class _StmtContext:
         if not self.interp.recording or self.loop is None:
             return
         pairs = [(target.target, stmt.value) for target in stmt.targets]
-        elements = _tuple_elements(stmt.value)
         for target in stmt.targets:
             # `log_probs, rewards = [], []`: each name is reset by its own element.
-            names = _tuple_elements(target.target)
-            if names is not None and elements is not None and len(names) == len(elements):
-                pairs += zip(names, elements)
+            pairs += paired_parts(target.target, stmt.value) or ()
         if stmt in self.interp.sentinel_initialisations(self.frame.scope):
             return  # `if acc is None: acc = loss` runs once: it bounds nothing
         for target, value in pairs:
@@ -1846,7 +1845,7 @@ class _StmtContext:
         qualified = self.interp.program.imports.qualify(update.func) or ""
         if qualified not in ("torch.cat", "torch.concat", "torch.stack", "torch.vstack", "torch.hstack"):
             return None
-        return _tuple_elements(update.args[0].value)
+        return display_parts(update.args[0].value)
 
     def _reads_accumulator(self, operand, path: str | None, container: str | None) -> bool:
         """Whether ``operand`` reads the accumulator: ``acc``, or for ``d[k]``: ``d[k]`` / ``d.get(k, 0)``;
@@ -2466,12 +2465,6 @@ def _sets_requires_grad(stmt: cst.Assign) -> bool:
     return type(target) is cst.Attribute and target.attr.value == "requires_grad" and is_true(stmt.value)
 
 
-def _tuple_elements(expr: cst.BaseExpression) -> list | None:
-    if type(expr) in (cst.Tuple, cst.List) and not any(type(e) is cst.StarredElement for e in expr.elements):
-        return [e.value for e in expr.elements]
-    return None
-
-
 def _iterable_key(stmt: cst.For) -> str:
     """Where a loop's pre-header keeps the iterable it evaluated (not a variable:
     never dead, and dropped with the frame's other keys)."""
@@ -2486,7 +2479,7 @@ def _concatenated_elements(expr: cst.BaseExpression) -> list | None:
     it detached that way, and the caller takes `ret[0]` and `ret[1:]`."""
     if type(expr) is not cst.BinaryOperation or type(expr.operator) is not cst.Add:
         return None
-    head = _tuple_elements(expr.left)
+    head = display_parts(expr.left)
     return head + [expr.right] if head else None
 
 

@@ -26,10 +26,11 @@ from typing import Any
 class CSTNode:
     """A node: ``_fields`` are the fields holding nodes, in source order; ``_scalars`` the others.
 
-    ``_children`` caches what ``walk.children`` reads from the fields (unset until then).
+    ``_children`` caches what ``walk.children`` reads from the fields, ``_dotted``
+    what ``names.dotted`` makes of an attribute chain (both unset until asked).
     """
 
-    __slots__ = ("_span", "_children")
+    __slots__ = ("_span", "_children", "_dotted")
     _fields: tuple[str, ...] = ()
     _scalars: tuple[str, ...] = ()
 

@@ -32,7 +32,11 @@ def dispatch(visitor: object, roots: Iterable[cst.CSTNode]) -> None:
             method = methods[kind] = getattr(cls, "visit_" + kind.__name__, None)
         if method is not None and method(visitor, node) is False:
             continue
-        stack.extend(reversed(children(node)))
+        try:
+            below = node._children  # (children() inlined: a million nodes on the corpus)
+        except AttributeError:
+            below = children(node)
+        stack.extend(below[::-1])
 
 
 def descendants(root: cst.CSTNode):
