@@ -61,7 +61,24 @@ def test_library_code_without_triggers_is_not_analysed() -> None:
         "        return out\n"
     )
     assert provenance == set()
-    assert order == {"Parser.feed"}  # `step` is an optimizer event's spelling
+    assert order == set()  # a `step`, but no backward whose gradients it could apply
+
+
+def test_the_order_is_analysed_where_a_step_and_a_backward_are_both_reached() -> None:
+    _, order = _relevant_keys(
+        "def backward_g(loss):\n"
+        "    loss.backward()\n"
+        "def update(opt):\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n"
+        "def train(model, opt, x):\n"
+        "    backward_g(model(x).sum())\n"
+        "    update(opt)\n"
+        "def evaluate(model, opt, x):\n"
+        "    opt.zero_grad()\n"
+        "    return backward_g(model(x).sum())\n"
+    )
+    assert order == {"train"}
 
 
 def test_callers_of_a_helper_with_a_backward_are_analysed() -> None:

@@ -39,10 +39,10 @@ from graphlint.model.walk import children
 from graphlint.prefilter import NEEDLES
 
 # Spellings of a backward (GL001, GL002, and GL005's training loops), of an
-# optimizer event (GL003) and of a hyperparameter write (GL004).
+# optimizer step (GL003) and of a hyperparameter write (GL004).
 _BACKWARD_WORDS = NEEDLES["GL001"].names
 _BACKWARD_PARTS = NEEDLES["GL001"].name_parts
-_ORDER_WORDS = _BACKWARD_WORDS | {"step", "zero_grad"}
+_STEP_WORDS = frozenset({"step"})
 # `defaults` is a common attribute name elsewhere: only a write to it counts
 # (`opt.defaults[k] = v`, `opt.defaults.update(...)`).
 _HYPERPARAMETER_WORDS = NEEDLES["GL004"].names - {"defaults"}
@@ -85,7 +85,7 @@ class Relevant:
     """The scopes worth analysing as entry points, for each analysis."""
 
     provenance: frozenset[cst.CSTNode]  # GL001, GL002, GL004, GL005
-    order: frozenset[cst.CSTNode]  # GL003
+    order: frozenset[cst.CSTNode]  # GL003: those that reach both a step and a backward
 
 
 def relevant_scopes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> Relevant:
@@ -116,8 +116,12 @@ def relevant_scopes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> Re
         accumulation = _closure(program, spelled, _spelling(spelled, lambda s: s.accumulation))
         announced = _closure(program, spelled, announcing)
         provenance |= _closure(program, spelled, forward & loop & accumulation & announced)
-    order = _spelling(spelled, lambda s: backward_trigger(s) or bool(s.words & _ORDER_WORDS))
-    return Relevant(provenance=provenance, order=_closure(program, spelled, order))
+    # GL003 reads the order of a step and the backwards it applies: a scope that
+    # cannot reach both has nothing to order (its zero_grads and unknown calls
+    # alone clear nothing that a step applies).
+    steps = _closure(program, spelled, _spelling(spelled, lambda s: bool(s.words & _STEP_WORDS)))
+    backwards = _closure(program, spelled, _spelling(spelled, backward_trigger))
+    return Relevant(provenance=provenance, order=steps & backwards)
 
 
 def _announces_a_loop(s: Spelled) -> bool:
