@@ -54,14 +54,15 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
     # to leave alone when the loop cuts that state every few steps on purpose.
     carried = {o for fact in reported_carries(model, deliberate=True).values() for o in fact.carried_value}
     recurrent = _Recurrent({o[0] for o in carried}, carried)
-    roots_of = {}
+    roots_of, read_of = {}, {}
     for backward in model.facts.backwards:
         roots_of.setdefault(backward.call, set()).update(backward.roots)
+        read_of.setdefault(backward.call, set()).update(backward.read)
     reported = set()
     for backward in model.facts.backwards:
         if backward.call in reported:
             continue
-        message = _freed_graph(model, backward, recurrent, roots_of) or _stepped_graph(model, backward, recurrent)
+        message = _freed_graph(model, backward, recurrent, roots_of, read_of) or _stepped_graph(model, backward, recurrent)
         if message:
             reported.add(backward.call)
             yield model.diagnostic(backward.call, message)
@@ -91,16 +92,38 @@ def _evidenced(model: ModuleModel, backward, origin, roots) -> bool:
     )
 
 
+def _one_part_backwarded_twice(site, read, read_before) -> bool:
+    """For the parts of an unseen function's or loss object's result (`loss_td, states =
+    world_model_loss(batch)`, see Site.opaque_parts): whether both backwards read one
+    part. Whether the other parts share the loss's graph (a model's output) or not
+    (logged numbers, states handed back through `.data`) cannot be told from here.
+    True, changing nothing, for any other site."""
+    if not site.opaque_parts:
+        return True
+    return bool(_parts_read(site, read) & _parts_read(site, read_before))
+
+
+def _parts_read(site, read) -> set[str]:
+    found = set()
+    for path in read:
+        for target in site.targets:
+            if path == target or path.startswith((target + "[", target + ".")):
+                found.add(site.part_of.get(target, target))
+    return found
+
+
 def _nearest(model, backward, hits: list):
     return model.nearest(hits, model.line(backward.call), site=lambda hit: hit[0][0])
 
 
-def _freed_graph(model, backward, recurrent: _Recurrent, roots_of) -> str | None:
+def _freed_graph(model, backward, recurrent: _Recurrent, roots_of, read_of) -> str | None:
     hits = []
     for origin, earlier in backward.freed_hits.items():
         if recurrent.reaches(model, backward, origin):
             continue  # reaches the backward only through recurrent state: GL002's finding
         if model.of_an_unknown_iteration(origin, backward.loop):
+            continue
+        if not _one_part_backwarded_twice(model.sites[origin[0]], backward.read, read_of.get(earlier, ())):
             continue
         if _evidenced(model, backward, origin, backward.roots | roots_of.get(earlier, set())):
             hits.append((origin, earlier))

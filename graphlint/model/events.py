@@ -127,6 +127,7 @@ class Backward:
     stepped_hits: dict  # origin -> the step call that modified its saved parameters
     loop: tuple | None
     roots: frozenset  # sites whose value this backward was called on
+    read: frozenset = frozenset()  # the variables its target reads (`loss` in `loss.mean().backward()`)
 
 
 @dataclass
