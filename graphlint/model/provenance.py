@@ -1546,6 +1546,15 @@ class _StmtContext:
                 value = EMPTY  # `stats[i] = loss` under no_grad copies the numbers in
             if path is None:
                 base = self.interp.path(self.frame, target.value)
+                graph_free = not (value - {NEW}) or self.interp.only_leaves(value - {NEW})
+                if base is not None and graph_free and self._replaces_every_element(target):
+                    # `for i, h in enumerate(states): states[i] = h.detach()`, `for k in
+                    # mems: mems[k] = mems[k].detach()`: element by element, the loop
+                    # leaves no graph in the container (a weak update would keep every
+                    # element's old graph there).
+                    self.state.set(base, value - {NEW})
+                    self._cut(base)
+                    return
                 if base is not None:
                     if value and (self._indexed_by_the_iteration(target) or self._tensor_buffer(target.value)):
                         # `history[epoch] = loss`: a slot per iteration keeps each one's
@@ -1663,6 +1672,25 @@ class _StmtContext:
             type(element.slice) is cst.Index and type(element.slice.value) is cst.Name and element.slice.value.value == count
             for element in target.slice
         )
+
+    def _replaces_every_element(self, target: cst.Subscript) -> bool:
+        """Whether ``target`` is ``c[i]`` written in every iteration of a loop over every
+        index or key of ``c`` (`for i, h in enumerate(c)`, `for k in c`; see
+        _index_loop_over)."""
+        loop, cfg = self.loop, self.frame.cfg
+        if loop is None or loop[0] != id(cfg) or len(target.slice) != 1:
+            return False
+        index = target.slice[0].slice
+        if type(index) is not cst.Index or type(index.value) is not cst.Name:
+            return False
+        header = cfg.nodes[loop[1]].stmt
+        found = _index_loop_over(header)
+        if found is None:
+            return False
+        key, container = found
+        if key != index.value.value or dotted(container) is None or dotted(container) != dotted(target.value):
+            return False
+        return self.runs_every_iteration()
 
     def _tensor_buffer(self, expr: cst.BaseExpression) -> bool:
         """A name first bound to a new tensor (`stats = torch.zeros(n)`): a write into
@@ -2370,6 +2398,39 @@ def _names_in(expr: cst.CSTNode):
         if isinstance(node, (cst.Lambda,)):
             continue
         stack.extend(children(node))
+
+
+def _index_loop_over(loop: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
+    """(index, container) of a loop over every index or key of a container:
+    `for i, x in enumerate(c)`, `for i in range(len(c))`, `for k in d`,
+    `for k in d.keys()`, `for k, v in d.items()`."""
+    if type(loop) is not cst.For:
+        return None
+    call, target = loop.iter, loop.target
+    pair = target.elements if type(target) is cst.Tuple and len(target.elements) == 2 else None
+    index = pair[0].value.value if pair and type(pair[0].value) is cst.Name else None
+    if type(call) in (cst.Name, cst.Attribute) and type(target) is cst.Name:
+        return target.value, call  # `for k in states:` (a dict's keys)
+    if type(call) is not cst.Call:
+        return None
+    if type(call.func) is cst.Attribute and not call.args:
+        if call.func.attr.value == "keys" and type(target) is cst.Name:
+            return target.value, call.func.value
+        if call.func.attr.value == "items" and index:
+            return index, call.func.value
+        return None
+    if type(call.func) is not cst.Name or len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+        return None  # (a start, `enumerate(c, 1)` or `range(1, len(c))`, skips elements)
+    argument = call.args[0].value
+    if call.func.value == "enumerate" and index:
+        return index, argument
+    if (
+        call.func.value == "range" and type(target) is cst.Name
+        and type(argument) is cst.Call and type(argument.func) is cst.Name and argument.func.value == "len"
+        and len(argument.args) == 1
+    ):
+        return target.value, argument.args[0].value
+    return None
 
 
 def _detaches_in_place(loop: cst.For, name: str) -> bool:
