@@ -976,7 +976,18 @@ class Interpreter:
                 state = ctx.state  # (an inlined helper replaces it)
                 if value and self.path(frame, stmt.iter) is not None:
                     value = value | {ELEMENT}
-                ctx.assign_iterated(stmt.target, stmt.iter, value)
+                zipped = _zipped(stmt)
+                if zipped is not None and all(f"{held}#{index}" in state.env for index in range(len(zipped))):
+                    # `for t, d in zip(truncated, leaves)`: each part is an element of
+                    # its own container (one value for both would tie their graphs).
+                    for index, (part, source) in enumerate(zipped):
+                        element = state.env[f"{held}#{index}"]
+                        ctx.assign(part, element | {ELEMENT} if element else element, element=True)
+                        source_path = self.path(frame, source)
+                        if source_path is not None:
+                            frame.iterating[part.value] = source_path
+                else:
+                    ctx.assign_iterated(stmt.target, stmt.iter, value)
                 # The header re-binds its targets in each iteration: they are fresh in it
                 # (`for emb in embs: emb = emb - emb.mean(0)` accumulates nothing).
                 state.fresh[key] = frozenset(frame.prefix + name for name in bound_names(stmt.target))
@@ -994,7 +1005,10 @@ class Interpreter:
         if kind == ITER:
             # (Evaluated first: a helper of the file inlined by the call replaces ctx.state.)
             value = ctx.eval(stmt.iter)
-            ctx.state.put(frame.prefix + _iterable_key(stmt), value)
+            held = frame.prefix + _iterable_key(stmt)
+            ctx.state.put(held, value)
+            for index, (_, source) in enumerate(_zipped(stmt) or ()):
+                ctx.state.put(f"{held}#{index}", ctx.eval(source))  # (a variable: read again, no call)
             return ctx.state
         if kind == IF:
             ctx.eval(stmt.test)
@@ -1126,11 +1140,12 @@ class _StmtContext:
                     value = self._stored(stmt.value)
                 self.frame.returns = self.frame.returns | value
                 cls = self.frame.scope.cls
-                if cls is not None and (cls.is_module or self.frame.scope.node.name.value == "forward"):
+                if cls is not None and (cls.is_module or self.frame.scope.node.name.value in ("forward", "__call__")):
                     # A module's outputs (decoder steps stacked and returned) are the
                     # graph its caller trains through, not a history kept by mistake;
                     # so are a `forward`'s, whatever class of another file it derives
-                    # from (torchdrug's tasks sum their criteria's losses).
+                    # from (torchdrug's tasks sum their criteria's losses), and a
+                    # callable object's (a loss decorator summing a loss per dimension).
                     self.interp.facts.returned_sites.update(o[0] for o in value)
                 if values is not None:
                     self._record_returned_elements(values, tail=display_parts(stmt.value) is None)
@@ -2372,6 +2387,22 @@ def _holds_a_call_result(stmt: cst.CSTNode) -> bool:
         return False
     func = stmt.value.func
     return not (type(func) is cst.Name and func.value in PASSING_BUILTINS)
+
+
+def _zipped(loop: cst.For) -> list[tuple[cst.Name, cst.BaseExpression]] | None:
+    """(name, container) per part of `for a, b in zip(xs, ys)` over variables (names,
+    attributes), one name per container; else None."""
+    iterable, target = loop.iter, loop.target
+    if not (type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "zip"):
+        return None
+    names = display_parts(target)
+    if names is None or len(names) != len(iterable.args) or len(names) < 2:
+        return None
+    if any(arg.keyword is not None or arg.star or type(arg.value) not in (cst.Name, cst.Attribute) for arg in iterable.args):
+        return None
+    if any(type(name) is not cst.Name for name in names):
+        return None
+    return [(name, arg.value) for name, arg in zip(names, iterable.args)]
 
 
 def _key_target(target: cst.BaseExpression, iterable: cst.BaseExpression) -> cst.BaseExpression | None:
