@@ -285,6 +285,13 @@ class _CallEvaluator:
                 self.interp.facts.stepping_loops.add(loops[-1])
                 if not self.ctx.runs_every_iteration():  # (a helper's step: unknown, so maybe)
                     self.interp.facts.conditional_step_loops.add(loops[-1])
+            around = self.ctx.loop_around_the_optimizers(event.optimizer)
+            if around is not None:
+                # `for optim in self.optimizers.values(): optim.step()`: the loop over the
+                # optimizers is part of a step; the loop around it is the one that steps.
+                self.interp.facts.stepping_loops.add(around[0])
+                if not around[1]:
+                    self.interp.facts.conditional_step_loops.add(around[0])
         if event.closure is not None:
             self._call_closure(event.closure)
         state = self.ctx.state  # after the closure: inlining it replaced the state

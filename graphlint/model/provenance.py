@@ -1069,31 +1069,11 @@ class _StmtContext:
     # ----- statements -----
     def statement(self, stmt: cst.CSTNode) -> None:
         if type(stmt) is cst.Assign:
-            self._record_resets(stmt)
-            if len(stmt.targets) == 1 and _sets_requires_grad(stmt):
-                self.becomes_leaf(stmt.targets[0].target.value)
-                return
-            if len(stmt.targets) == 1:
-                self.construct_target = self.interp.path(self.frame, stmt.targets[0].target)
-                if self._unpack(stmt.targets[0].target, stmt.value):
-                    return
-                if self._pack(stmt.targets[0].target, stmt.value):
-                    return
-            self.returned_elements, self.returned_plain, self.returned_items = None, False, None
-            value = self._stored(stmt.value)
-            # What was re-created in this iteration before the statement (`acc = acc + x`
-            # does not re-create acc; an `x = f(x)` after `x = g()` reads this iteration's x).
-            fresh_before = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
-            for target in stmt.targets:
-                self.assign(target.target, value)
-                self._split_keys(target.target, stmt.value)
-                if type(stmt.value) is cst.Call and self.passed_through is not stmt.value:
-                    self._keep_returned_parts(target.target, self.evaluated)
-            if len(stmt.targets) == 1:
-                self._check_rebinding_accumulation(stmt.targets[0].target, stmt.value, value, fresh_before)
+            self._assignment(stmt, [target.target for target in stmt.targets], stmt.value)
         elif type(stmt) is cst.AnnAssign:
             if stmt.value is not None:
-                self.assign(stmt.target, self.materialise(self.eval(stmt.value)))
+                # `scores: List[Tensor] = []` is a plain assignment (a reset, too).
+                self._assignment(stmt, [stmt.target], stmt.value)
         elif type(stmt) is cst.AugAssign:
             self.augmented(stmt)
         elif type(stmt) is cst.Expr:
@@ -1764,14 +1744,39 @@ class _StmtContext:
             if base is not None:
                 self.state.add(base, value)
 
-    def _record_resets(self, stmt: cst.Assign) -> None:
+    def _assignment(self, stmt: cst.Assign | cst.AnnAssign, targets: list, value_expr: cst.BaseExpression) -> None:
+        """``a = b = value`` (``targets``: a and b), or ``a: T = value``."""
+        self._record_resets(stmt, targets, value_expr)
+        if len(targets) == 1 and _sets_requires_grad(targets[0], value_expr):
+            self.becomes_leaf(targets[0].value)
+            return
+        if len(targets) == 1:
+            self.construct_target = self.interp.path(self.frame, targets[0])
+            if self._unpack(targets[0], value_expr):
+                return
+            if self._pack(targets[0], value_expr):
+                return
+        self.returned_elements, self.returned_plain, self.returned_items = None, False, None
+        value = self._stored(value_expr)
+        # What was re-created in this iteration before the statement (`acc = acc + x`
+        # does not re-create acc; an `x = f(x)` after `x = g()` reads this iteration's x).
+        fresh_before = {loop: self.state.fresh.get(loop, EMPTY) for loop in self.loop_keys}
+        for target in targets:
+            self.assign(target, value)
+            self._split_keys(target, value_expr)
+            if type(value_expr) is cst.Call and self.passed_through is not value_expr:
+                self._keep_returned_parts(target, self.evaluated)
+        if len(targets) == 1:
+            self._check_rebinding_accumulation(targets[0], value_expr, value, fresh_before)
+
+    def _record_resets(self, stmt: cst.Assign | cst.AnnAssign, targets: list, value_expr: cst.BaseExpression) -> None:
         """``acc = 0`` somewhere in a loop bounds what ``acc += loss`` there can retain."""
         if not self.interp.recording or self.loop is None:
             return
-        pairs = [(target.target, stmt.value) for target in stmt.targets]
-        for target in stmt.targets:
+        pairs = [(target, value_expr) for target in targets]
+        for target in targets:
             # `log_probs, rewards = [], []`: each name is reset by its own element.
-            pairs += paired_parts(target.target, stmt.value) or ()
+            pairs += paired_parts(target, value_expr) or ()
         if stmt in self.interp.sentinel_initialisations(self.frame.scope):
             return  # `if acc is None: acc = loss` runs once: it bounds nothing
         for target, value in pairs:
@@ -1830,6 +1835,19 @@ class _StmtContext:
                 if type(line) is cst.With:
                     blocks.append(line.body.body)
         return False
+
+    def loop_around_the_optimizers(self, optimizer: cst.BaseExpression) -> tuple[tuple, bool] | None:
+        """For ``optimizer`` the target of this statement's innermost loop (`for optim in
+        optimizers: optim.step()`): the key of the loop around that one in this function,
+        and whether every iteration of it runs this statement."""
+        keys, cfg = self.loop_keys, self.frame.cfg
+        if type(optimizer) is not cst.Name or len(keys) < 2 or keys[-1][0] != id(cfg) or keys[-2][0] != id(cfg):
+            return None
+        inner = cfg.nodes[keys[-1][1]].stmt
+        if type(inner) is not cst.For or type(inner.target) is not cst.Name or inner.target.value != optimizer.value:
+            return None
+        outer = cfg.nodes[keys[-2][1]].stmt
+        return keys[-2], self.runs_every_iteration() and _directly_in(outer.body.body, inner)
 
     def _check_rebinding_accumulation(
         self, target: cst.BaseExpression, value_expr: cst.BaseExpression, value: frozenset, fresh_before: dict
@@ -2431,6 +2449,18 @@ def _names_in(expr: cst.CSTNode):
         stack.extend(children(node))
 
 
+def _directly_in(block, stmt: cst.CSTNode) -> bool:
+    """Whether ``stmt`` is a statement of ``block`` (``with`` blocks aside), under no test or loop."""
+    blocks = [block]
+    while blocks:
+        for line in blocks.pop():
+            if line is stmt:
+                return True
+            if type(line) is cst.With:
+                blocks.append(line.body.body)
+    return False
+
+
 def _index_loop_over(loop: cst.CSTNode) -> tuple[str, cst.BaseExpression] | None:
     """(index, container) of a loop over every index or key of a container:
     `for i, x in enumerate(c)`, `for i in range(len(c))`, `for k in d`,
@@ -2552,9 +2582,8 @@ def _assigned_paths(assign: cst.Assign) -> set[str]:
     return {dotted(target.target) for target in assign.targets} - {None}
 
 
-def _sets_requires_grad(stmt: cst.Assign) -> bool:
-    target = stmt.targets[0].target
-    return type(target) is cst.Attribute and target.attr.value == "requires_grad" and is_true(stmt.value)
+def _sets_requires_grad(target: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    return type(target) is cst.Attribute and target.attr.value == "requires_grad" and is_true(value)
 
 
 def _iterable_key(stmt: cst.For) -> str:
