@@ -1427,9 +1427,13 @@ class _StmtContext:
         return program.method(cls, method) is not None
 
     def _calls_a_model(self, call: cst.Call) -> bool:
-        """`model(x)`, `model.create_bpr_loss(u, p, n)`: a call of a model or of its method."""
+        """`model(x)`, `model.create_bpr_loss(u, p, n)`: a call of a model or of its method;
+        `self(x)` in a module's own method (a LightningModule's `training_step`)."""
         func = call.func
         owner = func.value if type(func) is cst.Attribute else func
+        cls = self.frame.scope.cls
+        if type(owner) is cst.Name and owner.value == "self" and cls is not None and cls.is_module:
+            return True
         return MODULE in self.interp.kinds(self.frame, owner)
 
     def _hands_a_model_on(self, call: cst.Call) -> bool:
