@@ -32,6 +32,7 @@ from graphlint.model.names import (
     STRING_LITERALS,
     bound_names,
     CUTTING_ATTRIBUTES,
+    CUTTING_METHODS,
     TENSOR_VIEW_ATTRIBUTES,
     INDEXED_REDUCTIONS,
     constant_string,
@@ -760,7 +761,7 @@ class Interpreter:
                         if taken is not None and frame.flags and flag_value(node.stmt.test, frame.flags) is (not taken):
                             continue  # `if not first_order:` in a helper called with first_order=True
                         if taken is not None:
-                            edge_out = self._narrow_on_edge(frame, node.stmt.test, taken, edge_out)
+                            edge_out = self._narrow_on_edge(frame, node, taken, edge_out)
                     if type(label) is tuple and label[0] == ARM:
                         join = cfg.nodes[succ]
                         if self._never_skipped(frame, join, label[1]):
@@ -790,18 +791,51 @@ class Interpreter:
             self.frames.pop()
         return states
 
-    def _narrow_on_edge(self, frame: Frame, test: cst.BaseExpression, label: bool, state: State) -> State:
+    def _narrow_on_edge(self, frame: Frame, node, label: bool, state: State) -> State:
         """On the branch of ``if h is not None:`` (or ``if h is None:``) where ``h`` is
         None, ``h`` holds no graph: the path that skips ``h = h.detach()`` carries none.
         Likewise where ``isinstance(v, torch.Tensor)`` fails: ``v`` is no tensor (a meter
         that cuts tensors with ``.item()`` and adds anything else)."""
-        tested = no_graph_side(test, label)
+        tested = no_graph_side(node.stmt.test, label)
         path = self.path(frame, tested) if tested is not None else None
         if path is None or not state.get(path):
             return state
         state = state.copy()
         state.set(path, EMPTY)
+        container = self._cut_unless_none(frame, node, tested)
+        if container is not None:
+            # `for i, h in enumerate(states): if h is not None: states[i] = h.detach()`:
+            # the element skipped is None, the others are cut (see _replaces_every_element).
+            state.set(container, EMPTY)
         return state
+
+    def _cut_unless_none(self, frame: Frame, node, tested: cst.BaseExpression) -> str | None:
+        """The container whose element ``tested`` the ``if`` at ``node`` cuts in place unless
+        it is None (its body only `c[i] = h.detach()`, no `else`, a statement of every
+        iteration of a loop over every index or key of ``c``), else None."""
+        stmt = node.stmt
+        if type(tested) is not cst.Name or stmt.orelse is not None or not node.loops or len(stmt.body.body) != 1:
+            return None
+        line = stmt.body.body[0]
+        write = line.body[0] if type(line) is cst.SimpleStatementLine and len(line.body) == 1 else None
+        if type(write) is not cst.Assign or len(write.targets) != 1 or not _cut_on_the_spot(write.value):
+            return None
+        target = write.targets[0].target
+        header = frame.cfg.nodes[node.loops[-1]].stmt
+        found = _index_loop_over(header)
+        if (
+            found is None
+            or _loop_element(header) != tested.value
+            or type(target) is not cst.Subscript
+            or len(target.slice) != 1
+            or type(target.slice[0].slice) is not cst.Index
+            or dotted(target.slice[0].slice.value) != found[0]
+            or dotted(target.value) is None
+            or dotted(target.value) != dotted(found[1])
+            or not _directly_in(header.body.body, stmt)
+        ):
+            return None
+        return self.path(frame, target.value)
 
     def record(self, frame: Frame, states: dict[tuple, State]) -> None:
         """Transfer each node once more from its fixpoint state, now emitting facts."""
@@ -1689,7 +1723,17 @@ class _StmtContext:
         key, container = found
         if key != index.value.value or dotted(container) is None or dotted(container) != dotted(target.value):
             return False
-        return self.runs_every_iteration()
+        if self.runs_every_iteration():
+            return True
+        # Or the one statement of an `if h is not None:` of every iteration, `h` the
+        # element: a None element holds no graph either (see _cut_unless_none).
+        element = _loop_element(header)
+        return element is not None and any(
+            type(line) is cst.If and line.orelse is None and len(line.body.body) == 1
+            and type(line.body.body[0]) is cst.SimpleStatementLine and line.body.body[0].body == [self.stmt]
+            and dotted(none_side(line.test, False)) == element
+            for line in header.body.body
+        )
 
     def _tensor_buffer(self, expr: cst.BaseExpression) -> bool:
         """A name first bound to a new tensor (`stats = torch.zeros(n)`): a write into
@@ -2451,6 +2495,21 @@ def _names_in(expr: cst.CSTNode):
         if isinstance(node, (cst.Lambda,)):
             continue
         stack.extend(children(node))
+
+
+def _loop_element(loop: cst.For) -> str | None:
+    """The element's name in `for i, h in enumerate(c)` / `for k, h in d.items()`."""
+    target = loop.target
+    if type(target) is cst.Tuple and len(target.elements) == 2 and type(target.elements[1].value) is cst.Name:
+        return target.elements[1].value.value
+    return None
+
+
+def _cut_on_the_spot(expr: cst.BaseExpression) -> bool:
+    """``h.detach()``, ``h.data``: a value cut from its graph by the expression itself."""
+    if type(expr) is cst.Attribute:
+        return expr.attr.value == "data"
+    return type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in CUTTING_METHODS
 
 
 def _directly_in(block, stmt: cst.CSTNode) -> bool:
