@@ -877,6 +877,12 @@ class _KindCollector:
         helper = self._helper(func)
         if helper is not None and self.program.backwards_and_never_steps(*helper):
             self.after_backward = True  # the helper's backward waits for a step here
+        if self.after_backward and any(
+            OPTIMIZER in self.program.kinds(self.scope, dotted(arg.value)) for arg in node.args if dotted(arg.value)
+        ):
+            # `run_optimizer_step(self._optimizer)`: a call handed the optimizer may step
+            # it, so a `.step()` after it (the scheduler's) is not taken for the optimizer's.
+            self.after_backward = False
         called = dotted(func)
         if called:
             self.run_as_model.add(called)
