@@ -811,31 +811,14 @@ class Interpreter:
 
     def _cut_unless_none(self, frame: Frame, node, tested: cst.BaseExpression) -> str | None:
         """The container whose element ``tested`` the ``if`` at ``node`` cuts in place unless
-        it is None (its body only `c[i] = h.detach()`, no `else`, a statement of every
-        iteration of a loop over every index or key of ``c``), else None."""
-        stmt = node.stmt
-        if type(tested) is not cst.Name or stmt.orelse is not None or not node.loops or len(stmt.body.body) != 1:
+        it is None (see _written_unless_none; the write a cut, `h.detach()`), else None."""
+        if not node.loops:
             return None
-        line = stmt.body.body[0]
-        write = line.body[0] if type(line) is cst.SimpleStatementLine and len(line.body) == 1 else None
-        if type(write) is not cst.Assign or len(write.targets) != 1 or not _cut_on_the_spot(write.value):
-            return None
-        target = write.targets[0].target
         header = frame.cfg.nodes[node.loops[-1]].stmt
-        found = _index_loop_over(header)
-        if (
-            found is None
-            or _loop_element(header) != tested.value
-            or type(target) is not cst.Subscript
-            or len(target.slice) != 1
-            or type(target.slice[0].slice) is not cst.Index
-            or dotted(target.slice[0].slice.value) != found[0]
-            or dotted(target.value) is None
-            or dotted(target.value) != dotted(found[1])
-            or not _directly_in(header.body.body, stmt)
-        ):
+        write = _written_unless_none(header, node.stmt)
+        if write is None or not _cut_on_the_spot(write.value) or _loop_element(header) != dotted(tested):
             return None
-        return self.path(frame, target.value)
+        return self.path(frame, write.targets[0].target.value)
 
     def record(self, frame: Frame, states: dict[tuple, State]) -> None:
         """Transfer each node once more from its fixpoint state, now emitting facts."""
@@ -1708,32 +1691,15 @@ class _StmtContext:
 
     def _replaces_every_element(self, target: cst.Subscript) -> bool:
         """Whether ``target`` is ``c[i]`` written in every iteration of a loop over every
-        index or key of ``c`` (`for i, h in enumerate(c)`, `for k in c`; see
-        _index_loop_over)."""
+        index or key of ``c`` (see _element_slot), or in every one whose element is not
+        None (see _written_unless_none: a None element holds no graph either)."""
         loop, cfg = self.loop, self.frame.cfg
-        if loop is None or loop[0] != id(cfg) or len(target.slice) != 1:
-            return False
-        index = target.slice[0].slice
-        if type(index) is not cst.Index or type(index.value) is not cst.Name:
+        if loop is None or loop[0] != id(cfg):
             return False
         header = cfg.nodes[loop[1]].stmt
-        found = _index_loop_over(header)
-        if found is None:
+        if not _element_slot(header, target):
             return False
-        key, container = found
-        if key != index.value.value or dotted(container) is None or dotted(container) != dotted(target.value):
-            return False
-        if self.runs_every_iteration():
-            return True
-        # Or the one statement of an `if h is not None:` of every iteration, `h` the
-        # element: a None element holds no graph either (see _cut_unless_none).
-        element = _loop_element(header)
-        return element is not None and any(
-            type(line) is cst.If and line.orelse is None and len(line.body.body) == 1
-            and type(line.body.body[0]) is cst.SimpleStatementLine and line.body.body[0].body == [self.stmt]
-            and dotted(none_side(line.test, False)) == element
-            for line in header.body.body
-        )
+        return self.runs_every_iteration() or any(_written_unless_none(header, line) is self.stmt for line in header.body.body)
 
     def _tensor_buffer(self, expr: cst.BaseExpression) -> bool:
         """A name first bound to a new tensor (`stats = torch.zeros(n)`): a write into
@@ -2495,6 +2461,34 @@ def _names_in(expr: cst.CSTNode):
         if isinstance(node, (cst.Lambda,)):
             continue
         stack.extend(children(node))
+
+
+def _element_slot(loop: cst.CSTNode, target: cst.BaseExpression) -> bool:
+    """Whether ``target`` is ``c[i]``, ``i`` and ``c`` the index and container of a loop
+    over every index or key of ``c`` (see _index_loop_over)."""
+    found = _index_loop_over(loop)
+    if found is None or type(target) is not cst.Subscript or len(target.slice) != 1:
+        return False
+    index = target.slice[0].slice
+    return (
+        type(index) is cst.Index and type(index.value) is cst.Name and index.value.value == found[0]
+        and dotted(target.value) is not None and dotted(target.value) == dotted(found[1])
+    )
+
+
+def _written_unless_none(loop: cst.CSTNode, stmt: cst.CSTNode) -> cst.Assign | None:
+    """For ``stmt`` a statement of ``loop``'s body that is `if h is not None: c[i] = ...`
+    alone (``h`` the loop's element, no `else`, ``c[i]`` its slot): that write; else None."""
+    element = _loop_element(loop) if type(loop) is cst.For else None
+    if element is None or type(stmt) is not cst.If or stmt.orelse is not None or len(stmt.body.body) != 1:
+        return None
+    if dotted(none_side(stmt.test, False)) != element or not any(line is stmt for line in loop.body.body):
+        return None
+    line = stmt.body.body[0]
+    write = line.body[0] if type(line) is cst.SimpleStatementLine and len(line.body) == 1 else None
+    if type(write) is not cst.Assign or len(write.targets) != 1 or not _element_slot(loop, write.targets[0].target):
+        return None
+    return write
 
 
 def _loop_element(loop: cst.For) -> str | None:
