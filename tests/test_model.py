@@ -12,6 +12,7 @@ import pytest
 from graphlint.model import build_model
 from graphlint.model.cfg import BACK, FOR, IF, WHILE, build_cfg
 from graphlint.model.program import MODULE, OPTIMIZER, SCHEDULER, Program
+from graphlint.model.provenance import Interpreter
 
 
 def model_of(source: str, watch: int | None = None):
@@ -551,6 +552,65 @@ def test_a_flag_guarding_backwards_in_two_tests_is_followed_per_partition():
 
     assert freed_hits("not ") == 0
     assert freed_hits("") > 0
+
+
+def _partitioned_runs(monkeypatch, source: str) -> list[str]:
+    """The scopes analysed again partitioned, in order, while building the model."""
+    runs = []
+    analyse = Interpreter._analyse_scope
+
+    def recording(self, scope, no_grad, partitions):
+        if partitions:
+            runs.append(scope.key)
+        return analyse(self, scope, no_grad, partitions)
+
+    monkeypatch.setattr(Interpreter, "_analyse_scope", recording)
+    model = model_of(source)
+    assert any(backward.freed_hits for backward in model.facts.backwards)
+    return runs
+
+
+def test_hits_too_weak_to_report_cost_no_partitioned_run(monkeypatch):
+    # What an unknown object's method returned (weak) is freed by the first backward
+    # and met again by every later one; GL001 never reports such a node.
+    runs = _partitioned_runs(
+        monkeypatch,
+        """
+        import torch
+        net = torch.nn.Linear(2, 1)
+        scale = loader.scale()
+        for x in data:
+            loss = (net(x) * scale).sum()
+            loss.backward()
+        """,
+    )
+    assert runs == []
+
+
+def test_a_hit_made_strong_by_a_later_entry_point_is_partitioned_at_the_end(monkeypatch):
+    # `get_scale`'s statement is one site: weak in `first`, a graph in `second`.
+    runs = _partitioned_runs(
+        monkeypatch,
+        """
+        import torch
+        net = torch.nn.Linear(2, 1)
+
+        def get_scale(source):
+            scale = source.scale()
+            return scale
+
+        def first(data, loader):
+            scale = get_scale(loader)
+            for x in data:
+                loss = (net(x) * scale).sum()
+                loss.backward()
+
+        def second(x):
+            loss = get_scale(net(x)).sum()
+            loss.backward()
+        """,
+    )
+    assert runs == ["first"]
 
 
 def test_a_lambda_hands_back_what_its_closure_holds():

@@ -11,7 +11,7 @@ from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.positions import Positions
 from graphlint.model.program import Program
 from graphlint.model.relevance import Relevant, relevant_scopes, spell_scopes
-from graphlint.model.provenance import OLDEST, OUTER, AnalysisBudgetExceeded, Facts, Interpreter, Site
+from graphlint.model.provenance import CERTAIN, LIKELY, OLDEST, OUTER, AnalysisBudgetExceeded, Facts, Interpreter, Site
 
 
 @dataclass(frozen=True)
@@ -135,13 +135,14 @@ class ModuleModel:
         if origin[0] < 0:
             return False  # a marker, not a site
         site = self.sites[origin[0]]
-        if (origin[0] in roots and site.strength >= 2) or site.strength >= 3:
+        # Never below LIKELY: Interpreter._may_be_reported relies on it.
+        if (origin[0] in roots and site.strength >= LIKELY) or site.strength >= CERTAIN:
             # (A root is read by the backward itself; a weak guess, what an unknown
             # package's function returned for graph-free inputs, is no graph even then.)
             return True
         if certain:
-            return origin[0] in self.facts.backwarded_sites and site.strength >= 2
-        return site.strength >= 2
+            return origin[0] in self.facts.backwarded_sites and site.strength >= LIKELY
+        return site.strength >= LIKELY
 
 
 # Per-file work bounds: a pathological file becomes a GL000 "cut short", never a hang.
@@ -190,8 +191,10 @@ def build_model(
         for scope in () if other_framework else program.scopes.values():
             if scope.node in relevant.provenance and scope.node not in covered:
                 interpreter.analyse_scope(scope, no_grad=scope.node in quiet)
+        interpreter.finish()
     except AnalysisBudgetExceeded as error:
         truncated = f"analysis cut short: {error}; findings for this file may be incomplete"
+        interpreter.finish(cut_short=True)
     order_violations = [] if other_framework else analyse_order(
         program,
         module.code_for_node,

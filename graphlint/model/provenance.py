@@ -121,6 +121,16 @@ class Site:
     part_of: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class _EntryAnalysis:
+    """One entry point's facts, kept apart until ``Interpreter.finish``."""
+
+    scope: Scope
+    no_grad: bool
+    facts: "Facts"
+    partitioned: bool = False
+
+
 @dataclass(frozen=True)
 class HelperSummary:
     """Per-function facts: which arguments reach the return value, which get backwarded."""
@@ -527,6 +537,7 @@ class Interpreter:
         # Call position (the key without the state) -> (key, fixpoint states).
         self.inlined_states: dict[tuple, tuple[tuple, dict[tuple, State]]] = {}
         self._remembered_states = 0
+        self._entries: list[_EntryAnalysis] = []
 
     # ----- sites -----
     def site(self, stmt: cst.CSTNode) -> Site:
@@ -622,16 +633,48 @@ class Interpreter:
         When the analysis sees a backward through a freed graph or carried
         state, it runs again with states kept apart per flag value (see
         ``solve``), which costs more and removes the findings that only the
-        impossible mix of two tests of one flag produced.
+        impossible mix of two tests of one flag produced. The facts join
+        ``self.facts`` in ``finish``.
         """
-        found = self._analyse_scope(scope, no_grad, partitions=False)
-        if found.carried or any(b.freed_hits or b.stepped_hits for b in found.backwards):
-            work = self.work
-            try:
-                found = self._analyse_scope(scope, no_grad, partitions=True)
-            except AnalysisBudgetExceeded:
-                self.work = work  # keep the first analysis's facts
-        self.facts.merge(found)
+        entry = _EntryAnalysis(scope, no_grad, self._analyse_scope(scope, no_grad, partitions=False))
+        self._entries.append(entry)
+        if self._may_be_reported(entry.facts):
+            self._partition(entry)
+
+    def finish(self, cut_short: bool = False) -> None:
+        """Merge the entry points' facts, in the order they were analysed.
+
+        A site's strength only grows, also in later entry points that run the same
+        statement: an entry whose hits were too weak to report when it ran, and are
+        not any more, runs partitioned now, as ``analyse_scope`` would have done.
+        ``cut_short``: the budget ran out, so nothing more is run.
+        """
+        for entry in self._entries:
+            if not (cut_short or entry.partitioned) and self._may_be_reported(entry.facts):
+                self._partition(entry)
+            self.facts.merge(entry.facts)
+        self._entries.clear()
+
+    def _may_be_reported(self, facts: "Facts") -> bool:
+        """Whether the facts hold carried state or a hit GL001 may report: it reports
+        one only on a node that may hold a graph (``origin_is_graph``: strength
+        LIKELY at least). Most hits are weaker (lists of batches, numbers read from
+        a file) and a partitioned run for them would only cost time."""
+        return bool(facts.carried) or any(
+            self.sites[origin[0]].strength >= LIKELY
+            for backward in facts.backwards
+            for hits in (backward.freed_hits, backward.stepped_hits)
+            for origin in hits
+            if origin[0] >= 0
+        )
+
+    def _partition(self, entry: "_EntryAnalysis") -> None:
+        work = self.work
+        try:
+            entry.facts = self._analyse_scope(entry.scope, entry.no_grad, partitions=True)
+        except AnalysisBudgetExceeded:
+            self.work = work  # keep the first analysis's facts
+        entry.partitioned = True
 
     def _analyse_scope(self, scope: Scope, no_grad: bool, partitions: bool) -> "Facts":
         frame = self._frame(scope, {}, (), 0)
