@@ -326,6 +326,17 @@ class State:
                 found[literal[1:-1]] = key
         return found
 
+    def attributes(self, path: str) -> dict[str, frozenset]:
+        """``.name`` -> value of the attributes bound right below ``path`` (``x.name``)."""
+        if path not in self.parents:
+            return {}
+        below, start = path + ".", len(path)
+        return {
+            key[start:]: value
+            for key, value in self.env.items()
+            if key.startswith(below) and "." not in key[start + 1:] and "[" not in key[start + 1:]
+        }
+
     def drop_prefix(self, prefix: str, dead: frozenset = frozenset()) -> None:
         for key in [k for k in self.env if k.startswith(prefix)]:
             del self.env[key]
@@ -415,8 +426,9 @@ class Frame:
     # else None: a caller unpacking the call can tell which of its parts is which. False
     # once two returns disagree in length.
     returned_paths: list | None | bool = None
-    # Per literal key, the values every return of a dict display (`return {"seg": a,
-    # "depth": b}`) gives it; False once a return is anything else.
+    # Per path suffix (`['seg']`, `.scores`), the values every return of a dict display
+    # (`return {"seg": a, "depth": b}`), a dict or an object built here gives it there;
+    # False once a return is anything else.
     returned_items: dict | None | bool = None
     # Per position of the returned tuple, the parts of a tuple of variables returned
     # there (`return obs, (log_probs, values)`); False once the returns disagree.
@@ -1418,8 +1430,9 @@ class _StmtContext:
         return True
 
     def dict_parts(self, expr: cst.BaseExpression) -> dict[str, frozenset] | None:
-        """Key -> value of a dict display with literal keys (`{"seg": a, "depth": b}`),
-        each value a node of its own as a tuple display's parts are (see tuple_parts)."""
+        """Path suffix (`['seg']`) -> value of a dict display with literal keys (`{"seg":
+        a, "depth": b}`), each value a node of its own as a tuple display's parts are
+        (see tuple_parts)."""
         if type(expr) is not cst.Dict or not expr.elements or self.site is None:
             return None
         keys = [_literal_key(e.key) if type(e) is cst.DictElement else None for e in expr.elements]
@@ -1429,15 +1442,24 @@ class _StmtContext:
         for hold, element in zip(holding, expr.elements):
             value = self.eval(element.value) if _reads_only(element.value) else self.element_node(element.value)
             self.state.put(hold, value)  # (into the state the evaluation left: a helper replaces it)
-        return {key: self.state.env.pop(hold) for key, hold in zip(keys, holding)}
+        return {item_path("", key): self.state.env.pop(hold) for key, hold in zip(keys, holding)}
 
     def _items_kept(self, expr: cst.BaseExpression) -> dict[str, frozenset] | None:
-        """Key -> value of the items the state keeps for a returned dict variable
-        (`out = {"loss": l}; out["stat"] = s.detach(); return out`): the caller reads
-        each key as the helper built it. (A key written at run time is in every item
-        already, see State.add; one the helper never wrote reads the whole dict.)"""
+        """Path suffix -> value of what the state keeps right below a returned variable:
+        the items of a dict (`out = {"loss": l}; out["stat"] = s.detach(); return out`)
+        and the attributes of an object this frame built (`res = Result(); res.scores =
+        torch.cat(chunks); return res`). The caller reads each as the helper built it.
+        (A key written at run time is in every item already, see State.add; one the
+        helper never wrote reads the whole dict.)"""
         path = self.interp.path(self.frame, expr) if type(expr) is cst.Name else None
-        items = {key: self.state.env[held] for key, held in self.state.string_items(path).items()} if path else {}
+        if path is None:
+            return None
+        state = self.state
+        items = {item_path("", key): state.env[held] for key, held in state.string_items(path).items()}
+        if self.frame.prefix and path.startswith(self.frame.prefix) and not state.env.get(path):
+            # (Only a local holding no graph of its own: an instance, not a tensor given
+            # attributes, whose own value the suffixes would leave out.)
+            items.update(state.attributes(path))
         return items or None
 
     def tuple_parts(self, expr: cst.BaseExpression, lists: bool = False) -> list[frozenset] | None:
@@ -1541,8 +1563,8 @@ class _StmtContext:
             return
         items = self.returned_items
         if items:  # `preds = model(x)` of a forward returning `{"seg": ..., "depth": ...}`
-            for key, value in items.items():
-                self.state.put(item_path(path, key), self._part(value | (raw & {NEW}) if value else value))
+            for suffix, value in items.items():
+                self.state.put(path + suffix, self._part(value | (raw & {NEW}) if value else value))
             return
         if not values or self.returned_plain:
             return
