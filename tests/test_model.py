@@ -613,6 +613,54 @@ def test_a_hit_made_strong_by_a_later_entry_point_is_partitioned_at_the_end(monk
     assert runs == ["first"]
 
 
+def _entry_points(monkeypatch, source: str) -> list[str]:
+    """The scopes analysed as entry points (first runs), in order."""
+    analysed = []
+    analyse = Interpreter._analyse_scope
+
+    def recording(self, scope, no_grad, partitions):
+        if not partitions:
+            analysed.append(scope.key)
+        return analyse(self, scope, no_grad, partitions)
+
+    monkeypatch.setattr(Interpreter, "_analyse_scope", recording)
+    model_of(source)
+    return analysed
+
+
+_TRAIN_STEP = """
+    import torch
+    net = torch.nn.Linear(2, 1)
+
+    def train_step(x, opt, hidden, train):
+        opt.zero_grad()
+        out, hidden = net(x, hidden)
+        out.sum().backward()
+        opt.step()
+        return hidden
+
+    def fit(loader, opt, hidden, mode):
+        for x in loader:
+            {call}
+    """
+
+
+@pytest.mark.parametrize(
+    "call, entries",
+    [
+        # Run by its caller, as its caller runs it: not again on its own, and the
+        # function that calls it is analysed first although it comes later.
+        ("train_step(x, opt, None, mode)", ["fit"]),
+        # A literal argument decides its branches there; on its own it takes both.
+        ("train_step(x, opt, None, False)", ["fit", "train_step"]),
+        # The state it carries is reported at the call, which hides what it carries inside.
+        ("hidden = train_step(x, opt, hidden, mode)", ["fit", "train_step"]),
+    ],
+)
+def test_a_function_its_caller_runs_is_an_entry_point_only_when_that_run_is_not_its_own(monkeypatch, call, entries):
+    assert _entry_points(monkeypatch, _TRAIN_STEP.format(call=call)) == entries
+
+
 def test_a_lambda_hands_back_what_its_closure_holds():
     # imagen's U-Net: `add_skip_connection = lambda x: cat((x, hiddens.pop()))`. The
     # skips reach the output (and so the backward) through the lambda's closure.

@@ -19,14 +19,14 @@ from graphlint.model.relevance import Spelled
 from graphlint.model.walk import children
 
 
-def only_called_without_grad(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> frozenset[cst.CSTNode]:
-    """The function nodes every in-file call of which runs without gradients
-    (``spelled``: relevance.spell_scopes, whose ``uses`` say where each call sits)."""
+def in_file_callers(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> dict[cst.CSTNode, list[tuple[cst.CSTNode, bool]]]:
+    """Function node -> (calling scope node, the call sits in a no-grad block) for each
+    use of it in the file that may call it (``spelled``: relevance.spell_scopes, whose
+    ``uses`` say where each call sits). By name: wide, never missing a caller."""
     by_method: dict[str, list[cst.CSTNode]] = {}
     for info in program.classes.values():
         for name, method in info.methods.items():
             by_method.setdefault(name, []).append(method)
-    # callee node -> [(calling scope node, the call sits in a no-grad block)]
     calls: dict[cst.CSTNode, list[tuple[cst.CSTNode, bool]]] = {}
     for node, scope in program.scopes.items():
         for name, owner, quiet in spelled[node].uses:
@@ -41,6 +41,14 @@ def only_called_without_grad(program: Program, spelled: dict[cst.CSTNode, Spelle
             for callee in callees:
                 if callee is not node:
                     calls.setdefault(callee, []).append((node, quiet))
+    return calls
+
+
+def only_called_without_grad(
+    program: Program, calls: dict[cst.CSTNode, list[tuple[cst.CSTNode, bool]]]
+) -> frozenset[cst.CSTNode]:
+    """The function nodes every in-file call of which runs without gradients
+    (``calls``: in_file_callers)."""
     quiet = {node for node, scope in program.scopes.items() if scope.no_grad}
     changed = True
     while changed:

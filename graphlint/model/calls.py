@@ -846,6 +846,9 @@ class _CallEvaluator:
         # A helper that runs a forward is a forward call of its own; the carried
         # state is reported where it is passed in, not again inside the helper.
         outer_carry = interp.recording and interp.runs_forward.get(func) and self.check_carried_state()
+        if interp.recording and frame.depth == 1 and not (frame.no_grad or frame.flags or outer_carry):
+            # (Where the state it carries is reported at this call, it reports none inside.)
+            interp.analysed_inside.add(func)
         interp._stack.append(func)
         interp.suppress_carried += 1 if outer_carry else 0
         try:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from graphlint.model import syntax as cst
 
-from graphlint.model.callers import only_called_without_grad, parameter_classes, run_by_the_module_alone
+from graphlint.model.callers import in_file_callers, only_called_without_grad, parameter_classes, run_by_the_module_alone
 from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.positions import Positions
 from graphlint.model.program import Program
@@ -178,18 +178,25 @@ def build_model(
     else:
         relevant = relevant_scopes(program, spelled)
     truncated = None
-    quiet = only_called_without_grad(program, spelled) if not other_framework else frozenset()
+    callers = {} if other_framework else in_file_callers(program, spelled)
+    quiet = only_called_without_grad(program, callers) if not other_framework else frozenset()
     if not other_framework:
         for (scope_key, param), class_name in parameter_classes(program, spelled).items():
             for kind in program.instance_kinds(class_name):
                 program.add_kind(scope_key, param, kind)
     # A script's `main()`, analysed inside the module body that calls it.
     covered = frozenset() if other_framework or watch_lines else run_by_the_module_alone(program, spelled)
+    entries = [] if other_framework else [
+        scope for scope in program.scopes.values() if scope.node in relevant.provenance and scope.node not in covered
+    ]
+    # The module body first (scripts), then every function and method as an entry
+    # point of its own (library code that nothing in the file calls), those the file
+    # may call last: one its caller's analysis already ran, as that caller runs it,
+    # is not analysed again (see Interpreter.analysed_inside).
+    entries.sort(key=lambda scope: scope.node in callers)
     try:
-        # The module body first (scripts), then every function and method as an
-        # entry point of its own (library code that nothing in the file calls).
-        for scope in () if other_framework else program.scopes.values():
-            if scope.node in relevant.provenance and scope.node not in covered:
+        for scope in entries:
+            if scope.node not in interpreter.analysed_inside:
                 interpreter.analyse_scope(scope, no_grad=scope.node in quiet)
         interpreter.finish()
     except AnalysisBudgetExceeded as error:

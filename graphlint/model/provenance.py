@@ -550,6 +550,12 @@ class Interpreter:
         self.inlined_states: dict[tuple, tuple[tuple, dict[tuple, State]]] = {}
         self._remembered_states = 0
         self._entries: list[_EntryAnalysis] = []
+        # Functions an entry point's recording pass ran inlined, right inside the entry,
+        # with gradients on and no parameter fixed to a literal: their facts are
+        # recorded as that caller runs them (with its values, its helpers one level
+        # deeper). As entry points of their own they would only repeat that, with
+        # unknown arguments: most of a large trainer's methods are such helpers.
+        self.analysed_inside: set[cst.CSTNode] = set()
 
     # ----- sites -----
     def site(self, stmt: cst.CSTNode) -> Site:
