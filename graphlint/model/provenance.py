@@ -551,7 +551,8 @@ class Interpreter:
         self._remembered_states = 0
         self._entries: list[_EntryAnalysis] = []
         # Functions an entry point's recording pass ran inlined, right inside the entry,
-        # with gradients on and no parameter fixed to a literal: their facts are
+        # with gradients on, no parameter fixed to a literal and no carried state
+        # reported at the call (see _CallEvaluator.inline): their facts are
         # recorded as that caller runs them (with its values, its helpers one level
         # deeper). As entry points of their own they would only repeat that, with
         # unknown arguments: most of a large trainer's methods are such helpers.
