@@ -569,6 +569,11 @@ class _CallEvaluator:
             return self.instance_call(attribute_class, func)
         if MODULE in attribute_kinds:
             return self.args_value() | self.forward(CERTAIN, func)
+        held = self.program.method_held(cls, method) if cls is not None else None
+        if held is not None:
+            # An attribute holding one of the class's methods, whatever else it may hold
+            # (`self.pre = self._identity` unless a preprocessor object is configured).
+            return self.inline_or_unknown(held[1], held[0], owner)
         if MODULE in kinds:
             if is_module_housekeeping(method):
                 self.args_value()
@@ -609,14 +614,15 @@ class _CallEvaluator:
     def _inherited_by_a_plain_class(self) -> bool:
         """A method of `self` that neither this file defines nor the class assigns, in a
         class that is no module: an engine's or trainer's helper from its base class
-        (`self.parse_data_for_train(data)`), as unknown as any object's method. A module's
-        own may run a forward; `self.model(x)` calls an attribute the class assigned."""
+        (`self.parse_data_for_train(data)`), as unknown as any object's method; so is an
+        attribute the class sets to such a method. A module's own may run a forward;
+        `self.model(x)` calls an attribute the class assigned."""
         cls = self.frame.scope.cls
         func = self.call.func
-        return (
-            cls is not None and not cls.is_module and type(func) is cst.Attribute
-            and func.attr.value not in self.program.instance_attributes(cls)
-        )
+        if cls is None or cls.is_module or type(func) is not cst.Attribute:
+            return False
+        name = func.attr.value
+        return name not in self.program.instance_attributes(cls) or self.program.holds_an_unseen_method(cls, name)
 
     def prepared(self) -> frozenset:
         """``model, optimizer = accelerator.prepare(model, optimizer)``: each object back

@@ -101,6 +101,7 @@ class Program:
         self._optimizer_models: dict[tuple[str, str], set[str]] = {}
         self._first_assignments: dict[str, dict[str, cst.BaseExpression]] = {}
         self._instance_attributes: dict[str, frozenset[str]] = {}
+        self._methods_held: dict[str, tuple[dict, set]] = {}
         self._backwarded_attributes: dict[str, frozenset[str]] = {}
         self._scopes_by_key: dict[str, Scope] | None = None
         self._backward_summaries: dict[cst.FunctionDef, tuple[bool, bool]] = {}
@@ -292,6 +293,39 @@ class Program:
                 if path.startswith("self.")
             )
         return self._instance_attributes[cls.name]
+
+    def method_held(self, cls: ClassInfo, name: str) -> tuple[ClassInfo, cst.FunctionDef] | None:
+        """The method of the class that the attribute ``self.<name>`` holds, when a method
+        of the class (or of its bases in this file) sets it to one: `self.pre =
+        self._identity` where no preprocessor is configured. Of several (`self.get_obj =
+        self.get_obj_per` in one branch, `self.get_obj_raw` in the other), one, the
+        same every run."""
+        return self._members_held(cls)[0].get(name)
+
+    def holds_an_unseen_method(self, cls: ClassInfo, name: str) -> bool:
+        """Whether a method of the class sets ``self.<name>`` to a member of `self` that
+        this file neither defines nor assigns: a method of a base class of another file
+        (skrl's `self._state_preprocessor = self._empty_preprocessor`)."""
+        return name in self._members_held(cls)[1]
+
+    def _members_held(self, cls: ClassInfo) -> tuple[dict, set]:
+        known = self._methods_held.get(cls.name)
+        if known is None:
+            held: dict[str, tuple[ClassInfo, cst.FunctionDef]] = {}
+            unseen: set[str] = set()
+            assigned = self.instance_attributes(cls)
+            for current in self.lineage(cls):
+                for method in current.methods.values():
+                    for path, value in attribute_assignments(method.body.body):
+                        if type(value) is not cst.Attribute or dotted(value.value) != "self":
+                            continue
+                        found = self.method(cls, value.attr.value)
+                        if found is not None:
+                            held.setdefault(path[len("self."):], found)
+                        elif value.attr.value not in assigned:
+                            unseen.add(path[len("self."):])
+            known = self._methods_held[cls.name] = (held, unseen)
+        return known
 
     def first_assignment(self, scope: Scope, name: str) -> cst.BaseExpression | None:
         """The value of the first plain ``name = value`` in a scope (for optimizer params lists)."""
