@@ -132,6 +132,24 @@ def test_kinds_from_constructors():
     assert OPTIMIZER not in kinds_of(source, "sched")
 
 
+def test_a_subclass_method_knows_what_its_base_class_put_on_self():
+    source = """
+        import torch
+
+        class AgentBase:
+            def init(self, actor_class):
+                self.act = actor_class().to("cpu")
+                self.act_optim = torch.optim.Adam(self.act.parameters())
+
+        class AgentSAC(AgentBase):
+            def update(self, state):
+                return self.act.get_action(state)
+        """
+    program = Program(parse_module(textwrap.dedent(source)))
+    scope = next(s for s in program.scopes.values() if s.key == "AgentSAC.update")
+    assert MODULE in program.kinds(scope, "self.act")
+
+
 def test_optimizer_known_from_use_not_name():
     source = """
         def train(net, thing, loader):

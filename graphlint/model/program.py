@@ -102,6 +102,7 @@ class Program:
         self._first_assignments: dict[str, dict[str, cst.BaseExpression]] = {}
         self._instance_attributes: dict[str, frozenset[str]] = {}
         self._methods_held: dict[str, tuple[dict, set]] = {}
+        self._lineages: dict[str, tuple[str, ...]] = {}
         self._backwarded_attributes: dict[str, frozenset[str]] = {}
         self._scopes_by_key: dict[str, Scope] | None = None
         self._backward_summaries: dict[cst.FunctionDef, tuple[bool, bool]] = {}
@@ -203,6 +204,12 @@ class Program:
             seen.add(current.name)
             yield current
             todo.extend(self.classes[b] for b in current.bases if b in self.classes)
+
+    def _lineage_names(self, cls: ClassInfo) -> tuple[str, ...]:
+        names = self._lineages.get(cls.name)
+        if names is None:
+            names = self._lineages[cls.name] = tuple(current.name for current in self.lineage(cls))
+        return names
 
     def method(self, cls: ClassInfo, name: str) -> tuple[ClassInfo, cst.FunctionDef] | None:
         for current in self.lineage(cls):
@@ -427,7 +434,10 @@ class Program:
             self._read(scope, path)
         found = set(self._kinds.get((scope.key, path), ()))
         if path.startswith("self.") and scope.cls is not None:
-            found |= self._kinds.get((scope.cls.name, path), set())
+            # What the class's methods, or its bases' in this file, put on self (a base
+            # trainer's `self.model`, used by a subclass's step).
+            for name in self._lineage_names(scope.cls):
+                found |= self._kinds.get((name, path), set())
         if path.split(".")[0] not in scope.locals:
             found |= self._kinds.get(("<module>", path), set())
         return found
