@@ -298,3 +298,22 @@ def test_dotted_reads_a_chain_the_same_when_asked_again() -> None:
     assert dotted(chain.value) == "self.model.encoder"
     assert dotted(call) is None and dotted(call) is None
     assert dotted(_assignment("x = y\n").value) == "y"
+
+
+@pytest.mark.parametrize(
+    "call, housekeeping",
+    [
+        ("model.get_input_embeddings()", True),
+        ('model.get_submodule("encoder.fc")', True),
+        ("model.get_parameter(-1)", True),
+        ("policy.get_action_logprob(state)", False),  # a getter handed a tensor computes from it
+        ("agent.get_action_and_value(obs, None)", False),
+        ("model.state_dict()", True),
+        ("model.generate(x)", False),
+    ],
+)
+def test_a_module_getter_runs_no_forward_unless_handed_a_computed_value(call: str, housekeeping: bool) -> None:
+    from graphlint.model.names import is_module_housekeeping
+
+    node = _assignment(f"x = {call}\n").value
+    assert is_module_housekeeping(node.func.attr.value, node) is housekeeping

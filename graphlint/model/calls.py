@@ -575,7 +575,7 @@ class _CallEvaluator:
             # (`self.pre = self._identity` unless a preprocessor object is configured).
             return self.inline_or_unknown(held[1], held[0], owner)
         if MODULE in kinds:
-            if is_module_housekeeping(method):
+            if is_module_housekeeping(method, self.call):
                 self.args_value()
                 return EMPTY
             # A method of a module other than its forward (`model.encode(x)`, `ac.act(obs)`)

@@ -134,8 +134,13 @@ _HOUSEKEEPING_PREFIXES = ("get_", "set_", "register_", "named_", "save", "load",
 _HOUSEKEEPING_PARTS = ("state_dict", "checkpoint")
 
 
-def is_module_housekeeping(method: str) -> bool:
-    """Whether calling ``module.<method>()`` surely runs no forward."""
+def is_module_housekeeping(method: str, call: cst.Call | None = None) -> bool:
+    """Whether calling ``module.<method>(...)`` (``call``, when known) surely runs no
+    forward. A getter handed a computed value (`policy.get_action_logprob(state)`,
+    `agent.get_action_and_value(obs)`) computes from it, unlike
+    `get_input_embeddings()` or `get_submodule("fc")`."""
+    if call is not None and method.startswith("get_") and not all(_literal(arg.value) for arg in call.args):
+        return False
     return (
         method in MODULE_HOUSEKEEPING
         or method in PARAMETER_METHODS
@@ -306,6 +311,15 @@ def is_optimizer_class(qualified: str) -> bool:
 
 def is_scheduler_class(qualified: str) -> bool:
     return "lr_scheduler" in qualified or qualified.endswith(("LR", "Scheduler", "Plateau"))
+
+
+def _literal(expr: cst.BaseExpression) -> bool:
+    """A number, a string, True, False or None, as written."""
+    if type(expr) is cst.UnaryOperation:
+        expr = expr.expression
+    if type(expr) is cst.Name:
+        return expr.value in ("True", "False", "None")
+    return type(expr) in (cst.Integer, cst.Float, *STRING_LITERALS)
 
 
 def constant_string(expr: cst.BaseExpression) -> str | None:

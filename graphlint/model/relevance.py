@@ -244,7 +244,7 @@ def _spell_call(node: cst.Call, found: Spelled) -> None:
             found.called.add(path)
     if type(func) is cst.Attribute:
         method = func.attr.value
-        if not is_module_housekeeping(method):
+        if not is_module_housekeeping(method, node):
             # `model.generate(x)` on a module runs a forward (its own methods
             # defined in this file are reached through their names instead).
             owner = dotted(func.value)
