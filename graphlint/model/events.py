@@ -106,6 +106,10 @@ def recognise(
             return StepCall(call, owner, closure, f"{dotted(owner) or 'optimizer'}.step()")
         return None
     if method == "zero_grad":
+        if args and OPTIMIZER in kinds(args[0]):
+            # `strategy.zero_grad(optimizer)` (ludwig's distributed strategies): a helper
+            # clearing the optimizer it is handed, as `scaler.step(optimizer)` steps it.
+            return ZeroGradCall(call, args[0], f"{dotted(owner) or '...'}.zero_grad(...)")
         return ZeroGradCall(call, owner, f"{dotted(owner) or '...'}.zero_grad()")
     return None
 

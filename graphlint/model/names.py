@@ -139,7 +139,7 @@ def is_module_housekeeping(method: str, call: cst.Call | None = None) -> bool:
     forward. A getter handed a computed value (`policy.get_action_logprob(state)`,
     `agent.get_action_and_value(obs)`) computes from it, unlike
     `get_input_embeddings()` or `get_submodule("fc")`."""
-    if call is not None and method.startswith("get_") and not all(_literal(arg.value) for arg in call.args):
+    if call is not None and method.startswith("get_") and not all(is_literal(arg.value) for arg in call.args):
         return False
     return (
         method in MODULE_HOUSEKEEPING
@@ -313,7 +313,7 @@ def is_scheduler_class(qualified: str) -> bool:
     return "lr_scheduler" in qualified or qualified.endswith(("LR", "Scheduler", "Plateau"))
 
 
-def _literal(expr: cst.BaseExpression) -> bool:
+def is_literal(expr: cst.BaseExpression) -> bool:
     """A number, a string, True, False or None, as written."""
     if type(expr) is cst.UnaryOperation:
         expr = expr.expression

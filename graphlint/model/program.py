@@ -17,6 +17,7 @@ from graphlint.model.walk import children, dispatch
 from graphlint.model.names import (
     STRING_LITERALS,
     is_false,
+    is_literal,
     is_true,
     Imports,
     dotted,
@@ -976,7 +977,9 @@ class _KindCollector:
                 if arg and SCALER in self.program.kinds(self.scope, owner):
                     self._add(arg, OPTIMIZER)
         elif method == "zero_grad":
-            self.zero_grads.add(owner)
+            if not (node.args and node.args[0].keyword is None and not is_literal(node.args[0].value)):
+                # (`strategy.zero_grad(optimizer)` clears the optimizer it is handed.)
+                self.zero_grads.add(owner)
         elif method == "unscale_" and node.args:
             arg = dotted(node.args[0].value)
             if arg:
