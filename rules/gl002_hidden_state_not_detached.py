@@ -76,15 +76,22 @@ def reported_carries(model: ModuleModel, *, deliberate: bool = False) -> dict:
     """The carried-state facts GL002 reports, one per consuming call; with ``deliberate``,
     also those it leaves as deliberate (GL001 defers to all of these)."""
     found: dict = {}
-    loops_of = {}
+    loops_of, enclosing_of = {}, {}
     for backward in model.facts.backwards:
         loops_of.setdefault(backward.call, set()).add(backward.loop)
+        enclosing_of.setdefault(backward.call, set()).update(backward.loops)
     for fact in model.facts.carried:
         if not deliberate and fact.freed_by is None and _cut_somewhere(model, fact):
             # Only retained, and the loop does cut this state (every k steps): deliberate TBPTT.
             continue
         around = set(fact.loops or ((fact.loop,) if fact.loop else ()))
-        backward_loops = loops_of.get(fact.freed_by or fact.traversed_by, set()) & around
+        walker = fact.freed_by or fact.traversed_by
+        backward_loops = loops_of.get(walker, set()) & around
+        if not backward_loops and deliberate:
+            # A loop around the backward's own carries the state (a script's epoch loop
+            # handing a helper's hidden state back to it): GL002 reports the carry inside
+            # the helper, where its forward consumes the state; GL001 defers to it here too.
+            backward_loops = enclosing_of.get(walker, set()) & around
         if not backward_loops:
             # The backward runs outside the loop carrying the state (a model's layer loop
             # run again after a backward): it frees or walks nothing between iterations.

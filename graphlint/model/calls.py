@@ -223,7 +223,7 @@ class _CallEvaluator:
                 ev.Backward(
                     self.call, event.spelling, value, event.retain, event.writes_grad,
                     freed_hits, stepped_hits, ctx.loop, self._roots(event.target, value, event.retain),
-                    frozenset(ctx.read_paths(event.target)),
+                    frozenset(ctx.read_paths(event.target)), tuple(ctx.loop_keys),
                 )
             )
             for loop in ctx.loop_keys:

@@ -132,6 +132,7 @@ class Backward:
     loop: tuple | None
     roots: frozenset  # sites whose value this backward was called on
     read: frozenset = frozenset()  # the variables its target reads (`loss` in `loss.mean().backward()`)
+    loops: tuple = ()  # every loop around it, outermost first (``loop`` is the last)
 
 
 @dataclass
