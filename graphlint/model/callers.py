@@ -19,17 +19,19 @@ from graphlint.model.relevance import Spelled
 from graphlint.model.walk import children
 
 
-def in_file_callers(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> dict[cst.CSTNode, list[tuple[cst.CSTNode, bool]]]:
-    """Function node -> (calling scope node, the call sits in a no-grad block) for each
-    use of it in the file that may call it (``spelled``: relevance.spell_scopes, whose
-    ``uses`` say where each call sits). By name: wide, never missing a caller."""
+def in_file_callers(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> dict[cst.CSTNode, list[tuple[cst.CSTNode, bool, bool]]]:
+    """Function node -> (calling scope node, the call sits in a no-grad block, the call
+    names it only by its method name) for each use of it in the file that may call it
+    (``spelled``: relevance.spell_scopes, whose ``uses`` say where each call sits). By
+    name: wide, never missing a caller."""
     by_method: dict[str, list[cst.CSTNode]] = {}
     for info in program.classes.values():
         for name, method in info.methods.items():
             by_method.setdefault(name, []).append(method)
-    calls: dict[cst.CSTNode, list[tuple[cst.CSTNode, bool]]] = {}
+    calls: dict[cst.CSTNode, list[tuple[cst.CSTNode, bool, bool]]] = {}
     for node, scope in program.scopes.items():
         for name, owner, quiet in spelled[node].uses:
+            by_name = False
             if owner == "self" and scope.cls is not None:
                 found = program.method(scope.cls, name)
                 callees = [found[1]] if found is not None else []
@@ -37,24 +39,30 @@ def in_file_callers(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> di
                 callees = [program.functions[name]] if name in program.functions else []
             else:
                 # `trainer.fit(...)`, a callback handed over: any method of that name.
-                callees = by_method.get(name, [])
+                callees, by_name = by_method.get(name, []), True
             for callee in callees:
                 if callee is not node:
-                    calls.setdefault(callee, []).append((node, quiet))
+                    calls.setdefault(callee, []).append((node, quiet, by_name))
     return calls
 
 
 def only_called_without_grad(
-    program: Program, calls: dict[cst.CSTNode, list[tuple[cst.CSTNode, bool]]]
+    program: Program, calls: dict[cst.CSTNode, list[tuple[cst.CSTNode, bool, bool]]]
 ) -> frozenset[cst.CSTNode]:
-    """The function nodes every in-file call of which runs without gradients
-    (``calls``: in_file_callers)."""
+    """The function nodes every in-file call of which runs without gradients, one call at
+    least naming it for sure (``calls``: in_file_callers). `gmm.fit(samples)` under
+    `no_grad()` may call any method named `fit`, or none of the file's: alone, it does
+    not make a trainer's `fit` (and what it calls) run without gradients."""
     quiet = {node for node, scope in program.scopes.items() if scope.no_grad}
     changed = True
     while changed:
         changed = False
         for callee, sites in calls.items():
-            if callee not in quiet and all(inside or caller in quiet for caller, inside in sites):
+            if (
+                callee not in quiet
+                and all(inside or caller in quiet for caller, inside, _ in sites)
+                and not all(by_name for _, _, by_name in sites)
+            ):
                 quiet.add(callee)
                 changed = True
     return frozenset(quiet)
