@@ -335,9 +335,11 @@ class EventGraph:
             if isinstance(event, ev.BackwardCall):
                 return False
             if isinstance(event, ev.StepCall) and not (
-                bound_names(stmt.target) & {dotted(event.optimizer)}
+                bound_names(stmt.target) & {(dotted(event.optimizer) or "").split(".")[0]}
             ):
-                return False  # `for opt in optimizers: opt.step()` steps each one once
+                # `for opt in optimizers: opt.step()` steps each one once, and so does
+                # `opt.instance.step()` of wrappers holding one each (pina's).
+                return False
             if self._helper(sub.func, scope, aliases) is not None:
                 return False
         return True
