@@ -31,6 +31,8 @@ UNDRIVABLE = {
                                                   "weights; stand-ins cannot guess the keys",
     "GL002/noop_detach_loop_variable.py": "the loop hard-codes 4 classes and a batch of 2 in its states; "
                                           "the stand-in model's outputs have other shapes",
+    "GL004/lr_from_the_loss_of_an_abstract_method.py": "the base class's loss raises NotImplementedError; the "
+                                                       "stand-ins drive the base class, not the subclass",
     "GL005/ema_shadow_updated_outside_no_grad.py": "the accumulating line sits in a loop over the parameters "
                                                    "inside the batch loop; the probe follows the innermost loop, "
                                                    "whose every run starts the entry's chain anew to its eyes",

@@ -543,7 +543,7 @@ class _CallEvaluator:
             cls = self.frame.scope.cls
         if cls is not None:
             found = self.program.method(cls, method)
-            if found is not None:
+            if found is not None and not _abstract(found[1]):
                 return self.inline_or_unknown(found[1], found[0], owner)
         static = self._static_method(owner, method)
         if static is not None:
@@ -963,6 +963,27 @@ class _CallEvaluator:
             # no node; what the caller stores is a leaf too.
             return self.leaf()
         return returns
+
+
+def _abstract(func: cst.FunctionDef) -> bool:
+    """A method with no body of its own (`pass`, `...`, `raise NotImplementedError`, a
+    docstring): what a subclass of another file implements, as unknown as its result."""
+    body = func.body.body
+    if type(body) is not list:
+        body = [body]
+    for stmt in body:
+        for small in stmt.body if type(stmt) is cst.SimpleStatementLine else [stmt]:
+            kind = type(small)
+            if kind is cst.Pass:
+                continue
+            if kind is cst.Expr and type(small.value) in (cst.Ellipsis, *STRING_LITERALS):
+                continue
+            if kind is cst.Raise and small.exc is not None and "NotImplementedError" in (
+                dotted(small.exc.func if type(small.exc) is cst.Call else small.exc) or ""
+            ):
+                continue
+            return False
+    return True
 
 
 def _argument_for(index: int, param: str, positional_args: list, keyword_args: dict) -> cst.BaseExpression | None:
