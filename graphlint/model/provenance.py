@@ -2347,16 +2347,19 @@ def _display_of_reads(expr: cst.BaseExpression) -> bool:
 
 
 def _gathers_reads(expr: cst.BaseExpression) -> bool:
-    """A display of reads, ``model.parameters()``, or builtins that only gather or
-    filter what they are given (``list(m.named_parameters())``, ``filter(lambda p:
-    p.requires_grad, m.parameters())``)."""
+    """A display of reads, ``model.parameters()`` (or its buffers), builtins that only
+    gather or filter what they are given (``list(m.named_parameters())``,
+    ``filter(lambda p: p.requires_grad, m.parameters())``), or a sum of such lists."""
     if _display_of_reads(expr):
         return True
+    if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add:
+        # `list(m.named_parameters()) + list(m.named_buffers())`: one list of both.
+        return _gathers_reads(expr.left) and _gathers_reads(expr.right)
     if type(expr) is not cst.Call or any(arg.star for arg in expr.args):
         return False
     func = expr.func
     if type(func) is cst.Attribute:
-        return func.attr.value in PARAMETER_METHODS
+        return func.attr.value in PARAMETER_METHODS or func.attr.value in ("buffers", "named_buffers")
     return (
         type(func) is cst.Name and func.value in _GATHERING_BUILTINS
         and all(type(arg.value) is cst.Lambda or _reads_only(arg.value) or _gathers_reads(arg.value) for arg in expr.args)
