@@ -978,9 +978,9 @@ def _abstract(func: cst.FunctionDef) -> bool:
                 continue
             if kind is cst.Expr and type(small.value) in (cst.Ellipsis, *STRING_LITERALS):
                 continue
-            if kind is cst.Raise and small.exc is not None and "NotImplementedError" in (
+            if kind is cst.Raise and small.exc is not None and last_part(
                 dotted(small.exc.func if type(small.exc) is cst.Call else small.exc) or ""
-            ):
+            ) == "NotImplementedError":
                 continue
             return False
     return True

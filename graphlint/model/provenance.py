@@ -38,6 +38,7 @@ from graphlint.model.names import (
     constant_string,
     display_parts,
     dotted,
+    is_literal,
     is_torch_factory,
     paired_parts,
     is_true,
@@ -2646,20 +2647,14 @@ def _detaches_in_place(loop: cst.For, name: str) -> bool:
 def _fresh_container(expr: cst.BaseExpression) -> bool:
     """A container built of constants (``{k: 0 for k in d}``, ``[0.0, 0.0]``, ``{}``)."""
     if type(expr) is cst.DictComp:
-        return _constant(expr.value)
+        return is_literal(expr.value)
     if type(expr) in (cst.ListComp, cst.SetComp):
-        return _constant(expr.elt)
+        return is_literal(expr.elt)
     if type(expr) is cst.Dict:
-        return all(type(e) is cst.DictElement and _constant(e.value) for e in expr.elements)
+        return all(type(e) is cst.DictElement and is_literal(e.value) for e in expr.elements)
     if type(expr) in (cst.List, cst.Set):
-        return all(type(e) is cst.Element and _constant(e.value) for e in expr.elements)
+        return all(type(e) is cst.Element and is_literal(e.value) for e in expr.elements)
     return False
-
-
-def _constant(expr: cst.BaseExpression) -> bool:
-    if type(expr) is cst.UnaryOperation:
-        expr = expr.expression
-    return type(expr) in (cst.Integer, cst.Float, cst.SimpleString) or (type(expr) is cst.Name and expr.value in ("None", "True", "False"))
 
 
 def older(origin: Origin) -> Origin:
