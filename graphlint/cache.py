@@ -5,11 +5,14 @@ the findings depend on: the file's bytes, its kind (suffix), the effective
 settings, graphlint's version and a fingerprint of the analysis code itself (so
 editing a rule in a development checkout invalidates every entry).
 
-Entries are data, never code (JSON, not pickle: a checked-out repository may
-ship a crafted cache). An entry that does not decode, does not match the
-expected shape or names another key is ignored and rewritten, never trusted.
-Writes go to a temporary file in the same directory and are moved into place
-with ``os.replace``, so two concurrent runs never see half an entry.
+Entries live in a few shard files (see ``Cache``), read once and written once
+per run. Entries are data, never code (JSON, not pickle: a checked-out
+repository may ship a crafted cache). A shard that does not decode and an
+entry that does not match the expected shape are ignored and rewritten, never
+trusted. Shards are written to a temporary file in the same directory and
+moved into place with ``os.replace``, merged with what is on disk just before,
+so two concurrent runs never see half a shard (at worst one run's new entries
+are lost, a later miss). Entries unused for ``RETENTION_DAYS`` are dropped.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +30,9 @@ from graphlint.finding import Finding
 
 CACHE_DIR_NAME = ".graphlint_cache"
 # Bump when the entry layout changes; old entries then live in another directory.
-_FORMAT = 1
+_FORMAT = 2
+# Entries no run has used for this many days are dropped when their shard is next written.
+RETENTION_DAYS = 30
 # Markers Ruff also uses to find a project root for its cache.
 _PROJECT_MARKERS = ("pyproject.toml", ".git")
 
@@ -116,47 +122,74 @@ class CacheKey:
 
 
 class Cache:
-    """One project's cache directory; every failure to read or write is a silent miss."""
+    """One project's cache: a few shard files, read once and written once per run.
 
-    def __init__(self, root: Path, fingerprint: str) -> None:
+    An entry per file would cost a file creation per file checked: on a cold
+    run over 2,700 files that was 2 s of system time in the main process,
+    which competes with the workers for the CPUs. Entries are grouped into
+    ``SHARDS`` files by the first hex digit of their key instead; each shard
+    is read when a key of it is first looked up and rewritten by ``flush``
+    only if this run stored or used one of its entries. Every failure to read
+    or write is a silent miss.
+    """
+
+    def __init__(self, root: Path, fingerprint: str, today: int | None = None) -> None:
         self.directory = root / CACHE_DIR_NAME
         # One directory per analysis fingerprint: a new version never reads old entries.
         self.entries = self.directory / f"v{_FORMAT}-{fingerprint[:16]}"
         self._prepared = False
         self.writable = True
+        self._today = today if today is not None else int(time.time() // 86400)
+        self._shards: dict[str, dict[str, dict]] = {}
+        self._touched: dict[str, dict[str, dict]] = {}  # per shard: entries this run stored or used
 
-    def _path(self, key: CacheKey) -> Path:
-        return self.entries / key.digest[:2] / f"{key.digest[2:]}.json"
+    def shard_path(self, key: CacheKey) -> Path:
+        return self.entries / f"shard-{key.digest[0]}.json"
 
     def load(self, key: CacheKey, display_path: str) -> list[Finding] | None:
         """The cached findings (re-attached to ``display_path``), or None on any miss or bad entry."""
-        try:
-            text = self._path(key).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-        return decode_entry(text, key, display_path)
+        entry = self._shard(key).get(key.digest)
+        findings = decode_entry(entry, display_path)
+        if findings is not None and entry["used"] != self._today:
+            # Refreshed at most once a day, so a warm run rewrites nothing.
+            self._touch(key, {**entry, "used": self._today})
+        return findings
 
     def store(self, key: CacheKey, findings: list[Finding]) -> None:
-        if not self.writable:
-            return
-        text = encode_entry(key, findings)
-        if text is None:
-            return
-        target = self._path(key)
-        try:
-            self._prepare()
-            target.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
+        entry = encode_entry(findings, self._today)
+        if entry is not None and self.writable:
+            self._shard(key)[key.digest] = entry
+            self._touch(key, entry)
+
+    def flush(self) -> None:
+        """Write every shard this run changed, merged with what other runs wrote meanwhile."""
+        for name, touched in sorted(self._touched.items()):
+            if not self.writable:
+                break
+            path = self.entries / name
+            merged = {
+                digest: entry for digest, entry in _read_shard(path).items()
+                if self._today - entry.get("used", 0) <= RETENTION_DAYS
+            }
+            merged.update(touched)
             try:
-                with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                    stream.write(text)
-                os.replace(temporary, target)
-            except BaseException:
-                _remove_quietly(temporary)
-                raise
-        except OSError:
-            # Read-only checkout, full disk, permissions: run uncached rather than fail.
-            self.writable = False
+                self._prepare()
+                self.entries.mkdir(parents=True, exist_ok=True)
+                _write_atomically(path, json.dumps({"entries": merged}, separators=(",", ":")))
+            except OSError:
+                # Read-only checkout, full disk, permissions: run uncached rather than fail.
+                self.writable = False
+        self._touched.clear()
+
+    def _shard(self, key: CacheKey) -> dict[str, dict]:
+        name = self.shard_path(key).name
+        shard = self._shards.get(name)
+        if shard is None:
+            shard = self._shards[name] = _read_shard(self.entries / name)
+        return shard
+
+    def _touch(self, key: CacheKey, entry: dict) -> None:
+        self._touched.setdefault(self.shard_path(key).name, {})[key.digest] = entry
 
     def _prepare(self) -> None:
         """Create the directory with its own .gitignore and CACHEDIR.TAG, like Ruff's cache."""
@@ -176,8 +209,26 @@ class Cache:
         self._prepared = True
 
 
-def encode_entry(key: CacheKey, findings: list[Finding]) -> str | None:
-    """The entry's JSON text; None when a finding holds data JSON cannot round-trip (not cached)."""
+def _read_shard(path: Path) -> dict[str, dict]:
+    """A shard's entries by key; anything unreadable or of the wrong shape counts as empty.
+
+    Entries are only checked for shape here; their findings are validated when looked up.
+    """
+    try:
+        shard = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    entries = shard.get("entries") if isinstance(shard, dict) else None
+    if not isinstance(entries, dict):
+        return {}
+    return {
+        digest: entry for digest, entry in entries.items()
+        if isinstance(entry, dict) and type(entry.get("used")) is int
+    }
+
+
+def encode_entry(findings: list[Finding], today: int) -> dict | None:
+    """The entry for these findings; None when a finding holds data JSON cannot round-trip (not cached)."""
     records = []
     for finding in findings:
         if finding.fix is not None or finding.confirmation is not None:
@@ -185,17 +236,15 @@ def encode_entry(key: CacheKey, findings: list[Finding]) -> str | None:
         record = {name: getattr(finding, name) for name in _FINDING_FIELDS}
         records.append(record)
     try:
-        return json.dumps({"key": key.digest, "findings": records}, separators=(",", ":"))
+        json.dumps(records)
     except (TypeError, ValueError):
         return None
+    return {"used": today, "findings": records}
 
 
-def decode_entry(text: str, key: CacheKey, display_path: str) -> list[Finding] | None:
-    try:
-        entry = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(entry, dict) or entry.get("key") != key.digest:
+def decode_entry(entry: object, display_path: str) -> list[Finding] | None:
+    """The findings of a stored entry, or None unless every record has exactly the expected fields and types."""
+    if not isinstance(entry, dict) or type(entry.get("used")) is not int:
         return None
     records = entry.get("findings")
     if not isinstance(records, list):

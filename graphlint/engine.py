@@ -182,6 +182,8 @@ def run(paths: list[Path], settings: Settings) -> RunResult:
         per_file[job.index] = findings
         if job.cache is not None:
             job.cache.store(job.key, findings)
+    if caches is not None:
+        caches.flush()
 
     findings = [finding for group in per_file for finding in group]
     result = RunResult(sorted(findings, key=Finding.sort_key), stats, seconds)
@@ -227,6 +229,10 @@ class _Caches:
             cache = self._by_root[root] = self._module.Cache(root, self._fingerprint)
         key = self._module.CacheKey.of(data, path.suffix, self._settings_key, self._fingerprint)
         return cache, key
+
+    def flush(self) -> None:
+        for cache in self._by_root.values():
+            cache.flush()
 
 
 # What a worker returns for one file: findings (None: a compile-based check
