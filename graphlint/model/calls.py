@@ -7,6 +7,8 @@ from graphlint.model import syntax as cst
 from graphlint.model import events as ev
 from graphlint.model.names import (
     STRING_LITERALS,
+    CONDITION_FIRST_FUNCTIONS,
+    MASK_FIRST_METHODS,
     CONTAINER_ADDS,
     CUTTING_ATTRIBUTES,
     CUTTING_BUILTINS,
@@ -78,6 +80,16 @@ class _CallEvaluator:
                 continue
             value = value | self.ctx.eval(arg.value)
         return value
+
+    def args_value_but_a_mask(self) -> frozenset:
+        """The arguments' value, leaving out a boolean mask or condition in first place
+        (`x.masked_fill(mask, 0)`, `torch.where(cond, a, b)`): it is evaluated, but a
+        bool tensor carries no graph into the result (whatever it was computed from)."""
+        args = self.call.args
+        if args and args[0].keyword is None and not args[0].star:
+            self.ctx.eval(args[0].value)
+            return self.args_value(skip=1)
+        return self.args_value()
 
     def backwards_itself(self, owner: cst.BaseExpression, gradient: cst.BaseExpression) -> bool:
         """Whether ``owner.backward(gradient)`` backwards ``owner``, a tensor (``gradient``
@@ -440,6 +452,8 @@ class _CallEvaluator:
             if name[:1].isupper():
                 self.args_value()
                 return EMPTY
+            if name in CONDITION_FIRST_FUNCTIONS:
+                return self.args_value_but_a_mask()
             return self.args_value()
         if qualified == "copy.deepcopy":
             # A deep copy of a tensor with a graph raises; what it returns holds none
@@ -604,6 +618,8 @@ class _CallEvaluator:
         if owner_value - {NEW} or _cut_receiver(owner):
             # A tensor method: the result is a node of the same graph (none, for a
             # tensor cut off its graph: `model(x).detach().view(n, -1)`).
+            if method in MASK_FIRST_METHODS:
+                return owner_value | self.args_value_but_a_mask()
             return owner_value | self.args_value()
         if type(owner) is cst.Name and owner.value in ("self", "cls") and not self._inherited_by_a_plain_class():
             return self.args_value() | self.forward(LIKELY, func)

@@ -22,6 +22,11 @@ PASSING_BUILTINS = frozenset({
     "zip", "enumerate", "iter", "next", "map", "filter", "getattr", "pow", "frozenset",
 })
 
+# Tensor methods and torch functions with a boolean or integer-bitwise result.
+_BOOLEAN_OPERATIONS = (
+    "logical_not", "logical_and", "logical_or", "logical_xor",
+    "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "isclose", "isneginf", "isposinf", "signbit",
+)
 # Methods that return a graph-free value (a number, a copy without history, an index...).
 CUTTING_METHODS = frozenset({
     "detach", "item", "tolist", "numpy", "argmax", "argmin", "argsort", "size", "dim",
@@ -35,7 +40,13 @@ CUTTING_METHODS = frozenset({
     "register_hook", "register_post_accumulate_grad_hook",
     # Integer draws: no graph of the probabilities (`probs.multinomial(1)`).
     "multinomial",
+    # Boolean and bitwise results never require grad (`mask.logical_not()`).
+    *_BOOLEAN_OPERATIONS,
 })
+# Tensor methods whose first argument is a boolean mask (no graph flows through
+# a mask), and torch functions whose first is a condition (`torch.where(c, a, b)`).
+MASK_FIRST_METHODS = frozenset({"masked_fill", "masked_fill_", "masked_select", "masked_scatter", "masked_scatter_"})
+CONDITION_FIRST_FUNCTIONS = frozenset({"where", "masked_fill", "masked_select", "masked_scatter"})
 # Tensor methods returning a (values, indices) pair: ``t.max(1)[1]`` is graph-free.
 # (Called without a dimension, max, min and median return a 0-d tensor, which
 # ``[1]`` cannot index: ``[1]`` right after the call implies the pair.)
@@ -71,7 +82,7 @@ TORCH_CUTTING = frozenset({
     "argmax", "argmin", "argsort", "eq", "ne", "lt", "gt", "le", "ge", "isfinite",
     "isnan", "isinf", "equal", "allclose", "isclose", "is_tensor", "numel", "sign",
     "bucketize", "searchsorted", "count_nonzero", "is_grad_enabled", "no_grad",
-    "inference_mode", "enable_grad", "set_grad_enabled", "save",
+    "inference_mode", "enable_grad", "set_grad_enabled", "save", *_BOOLEAN_OPERATIONS,
 })
 
 OPTIMIZER_CLASSES = frozenset({
