@@ -474,7 +474,7 @@ class _CallEvaluator:
             return self.args_value()
         if last_part(qualified) == "Tensor" or last_part(qualified)[:1].isupper():
             return self.maybe_leaf_constructor()
-        if self.rebinds_its_only_argument():
+        if self.rebinds_its_only_argument() or self.rebinds_its_detached_argument():
             # `hidden = repackage_hidden(hidden)` with the helper in another file: a
             # transform of the state between batches (detach, reset, move to a
             # device) that the analysis cannot see. Precision first: its result
@@ -496,6 +496,28 @@ class _CallEvaluator:
             return False
         target = self.ctx.construct_target
         return target is not None and self.interp.path(self.frame, args[0].value) == target
+
+    def rebinds_its_detached_argument(self) -> bool:
+        """The call is a whole statement ``x = f(a, x.detach(), b)``: the state, cut off its
+        history by the caller, handed to a function of another module that returns its
+        new value (norse's `weights = correlation_based_update(ts, weights.detach(), ...)`).
+        The caller cut the state on purpose; what the update returns is as unknown as
+        ``repackage_hidden(hidden)``'s."""
+        stmt = self.ctx.stmt
+        if type(stmt) is not cst.Assign or stmt.value is not self.call:
+            return False
+        target = self.ctx.construct_target
+        if target is None:
+            return False
+        for arg in self.call.args:
+            value = arg.value
+            if (
+                arg.keyword is None and not arg.star and type(value) is cst.Call and not value.args
+                and type(value.func) is cst.Attribute and value.func.attr.value == "detach"
+                and self.interp.path(self.frame, value.func.value) == target
+            ):
+                return True
+        return False
 
     def leaf(self) -> frozenset:
         """A tensor that requires grad: graph-bearing from here on, never freed itself."""

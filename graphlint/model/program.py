@@ -134,6 +134,32 @@ class Program:
         top.locals = set(module.bound) if module.bound is not None else assigned_names(module.body)
         self.scopes[module] = top
         self._collect_body(module.body, None, "")
+        self._collect_function_aliases(module.body)
+
+    def _collect_function_aliases(self, body) -> None:
+        """`weight_update = detached_update` at module level, bound nowhere else there: a
+        call of `weight_update(...)` runs that function of the file."""
+        bindings: dict[str, list] = {}
+        for line in body:
+            if type(line) is not cst.SimpleStatementLine:
+                continue
+            for stmt in line.body:
+                if type(stmt) is cst.Assign and len(stmt.targets) == 1 and type(stmt.targets[0].target) is cst.Name:
+                    bindings.setdefault(stmt.targets[0].target.value, []).append(stmt.value)
+                else:  # `x, y = ...`, `x += ...`: bound some other way
+                    for name in assigned_names([stmt]):
+                        bindings.setdefault(name, []).append(None)
+        compound = None
+        for name, values in bindings.items():
+            value = values[0]
+            if (
+                len(values) == 1 and name not in self.functions and name not in self.classes
+                and type(value) is cst.Name and value.value in self.functions
+            ):
+                if compound is None:
+                    compound = assigned_names([stmt for stmt in body if type(stmt) is not cst.SimpleStatementLine])
+                if name not in compound:
+                    self.functions[name] = self.functions[value.value]
 
     def _collect_body(self, body, cls: ClassInfo | None, prefix: str) -> None:
         for stmt in body:
