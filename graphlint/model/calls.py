@@ -64,6 +64,20 @@ _NON_TORCH_CUTTING_ROOTS = ("math.", "numpy.", "np.", "random.", "time.", "os.",
 _PASSING_ROOTS = ("collections.", "itertools.", "tqdm.", "rich.progress.", "copy.copy")
 
 
+def _pops_one_element(method: str, call: cst.Call) -> bool:
+    """`x.popleft()`, `x.pop()` or `x.pop(<integer>)`: an element off a list or deque."""
+    if method == "popleft":
+        return True
+    if method != "pop" or len(call.args) > 1:
+        return False
+    if not call.args:
+        return True
+    index = call.args[0].value
+    if type(index) is cst.UnaryOperation and type(index.operator) is cst.Minus:
+        index = index.expression
+    return call.args[0].keyword is None and type(index) is cst.Integer
+
+
 class _CallEvaluator:
     def __init__(self, ctx, call: cst.Call) -> None:
         self.ctx = ctx
@@ -636,7 +650,13 @@ class _CallEvaluator:
             self.container_add(owner, added, method)
             return EMPTY
         if method in _CONTAINER_READS:
-            return owner_value | self.args_value()
+            value = owner_value | self.args_value()
+            # `queue.pop(0)`, `stack.pop()`, `fifo.popleft()`: one element of a list
+            # or deque, which the pop removes (a 1F1B pipeline's queue of forwards,
+            # each popped and backwarded once). As any element (see ELEMENT), its
+            # backward frees no graph the list's other elements could be blamed for.
+            # (`outputs.pop("loss")` reads an item of a dict: its graph, as `outputs["loss"]`.)
+            return value | {ELEMENT} if value and _pops_one_element(method, self.call) else value
         if owner_value - {NEW} or _cut_receiver(owner):
             # A tensor method: the result is a node of the same graph (none, for a
             # tensor cut off its graph: `model(x).detach().view(n, -1)`).
