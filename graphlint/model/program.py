@@ -120,6 +120,7 @@ class Program:
         self.clears_through_a_parameter = False
         self._collect(module)
         self._resolve_class_kinds()
+        self._collect_field_annotations()
         # (class name, `self.x`) -> the methods call x.step() / x.zero_grad(): across
         # methods, `self.optimizer` stepped in one and cleared in another is an optimizer.
         self._attribute_calls: dict[tuple[str, str], set[str]] = {}
@@ -219,6 +220,37 @@ class Program:
                         info.is_module = changed = True
                     if (optim_base or (parent and parent.is_optimizer)) and not info.is_optimizer:
                         info.is_optimizer = changed = True
+
+    def _collect_field_annotations(self) -> None:
+        """`dist_model: Union[DDP, FSDP]` or `optim: torch.optim.Optimizer` in a class body
+        (a dataclass's fields, or annotated attributes set elsewhere): ``self.dist_model``
+        is a module wherever the class's methods use it."""
+        for info in self.classes.values():
+            for line in info.node.body.body:
+                if type(line) is not cst.SimpleStatementLine:
+                    continue
+                for stmt in line.body:
+                    if type(stmt) is cst.AnnAssign and type(stmt.target) is cst.Name:
+                        for kind in self.annotated_kinds(stmt.annotation.annotation):
+                            self.add_kind(info.name, "self." + stmt.target.value, kind)
+
+    def annotated_kinds(self, annotation: cst.BaseExpression) -> set[str]:
+        """The kinds a type annotation declares: a torch module or optimizer class (or one
+        of the file), also inside ``Optional[...]``, ``Union[...]`` and ``A | B``."""
+        kinds: set[str] = set()
+        for member in _annotation_members(annotation):
+            name = dotted(member)
+            if name is None:
+                continue
+            if name in self.classes:
+                kinds |= self.instance_kinds(name)
+                continue
+            full = self.imports.qualify_path(name) or name
+            if full.endswith("Optimizer") or is_optimizer_class(full):
+                kinds.add(OPTIMIZER)
+            elif full.endswith(_MODULE_ANNOTATIONS) or is_module_class(full):
+                kinds.add(MODULE)
+        return kinds
 
     def lineage(self, cls: ClassInfo):
         """The class, then its bases defined in this file, nearest first (each once)."""
@@ -532,6 +564,23 @@ _RECORD_DECORATORS = ("dataclass", "dataclasses.dataclass", "attr.s", "attrs.def
 RECORD_FACTORIES = ("namedtuple", "NamedTuple")
 
 
+# Annotations naming a module class outside torch.nn (and `nn.Module` itself, however imported).
+_MODULE_ANNOTATIONS = ("Module", "LightningModule", "FullyShardedDataParallel")
+
+
+def _annotation_members(annotation: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The types an annotation allows: the members of ``Optional``/``Union`` and of ``A | B``."""
+    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:
+        return _annotation_members(annotation.left) + _annotation_members(annotation.right)
+    if type(annotation) is cst.Subscript and (dotted(annotation.value) or "").rpartition(".")[2] in ("Optional", "Union"):
+        members = []
+        for element in annotation.slice:
+            if type(element.slice) is cst.Index:
+                members += _annotation_members(element.slice.value)
+        return members
+    return [annotation]
+
+
 def _returned_tuple(func: cst.FunctionDef, size: int) -> list | None:
     """The elements of the tuple display of ``size`` every `return` of ``func`` hands
     back, when there is exactly one such `return` (its own code, closures aside)."""
@@ -641,11 +690,8 @@ class _KindCollector:
     def run(self) -> None:
         for param in all_params(self.scope.node.params) if type(self.scope.node) is cst.FunctionDef else ():
             if param.annotation is not None:
-                note = dotted(param.annotation.annotation) or ""
-                if note.endswith(("Optimizer",)):
-                    self._add(param.name.value, OPTIMIZER)
-                elif note.endswith(("Module", "LightningModule")):
-                    self._add(param.name.value, MODULE)
+                for kind in self.program.annotated_kinds(param.annotation.annotation):
+                    self._add(param.name.value, kind)
         dispatch(self, self.scope.body)
         for method, paths in (("step", self.steps), ("zero_grad", self.zero_grads)):
             for path in paths:
