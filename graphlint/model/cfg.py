@@ -14,7 +14,7 @@ from typing import Iterable, Union
 
 from graphlint.model import syntax as cst
 
-from graphlint.model.names import bound_names, dotted, keyword, positional
+from graphlint.model.names import ZERO_GRAD_METHODS, bound_names, dotted, keyword, positional
 from graphlint.model.walk import descendants
 from graphlint.model.statements import (
     assigned_names,
@@ -233,7 +233,7 @@ def _steps_or_clears(stmt: cst.BaseSmallStatement) -> bool:
     if type(stmt) is not cst.Expr or type(stmt.value) is not cst.Call:
         return False
     func = stmt.value.func
-    return type(func) is cst.Attribute and func.attr.value in ("step", "zero_grad")
+    return type(func) is cst.Attribute and (func.attr.value == "step" or func.attr.value in ZERO_GRAD_METHODS)
 
 
 def _disabled_by_helper(call: cst.Call, deciding: tuple[str, int] | None) -> bool | None:

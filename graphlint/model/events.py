@@ -11,7 +11,7 @@ from typing import Callable
 
 from graphlint.model import syntax as cst
 
-from graphlint.model.names import dotted, is_false, is_true, keyword, positional
+from graphlint.model.names import ZERO_GRAD_METHODS, dotted, is_false, is_true, keyword, positional
 from graphlint.model.program import ACCELERATOR, CLEARING_ENGINE, MODULE, OPTIMIZER, SCALER
 
 Origin = tuple[int, bool]
@@ -105,12 +105,12 @@ def recognise(
             closure = keyword(call, "closure") or (args[0] if args else None)
             return StepCall(call, owner, closure, f"{dotted(owner) or 'optimizer'}.step()")
         return None
-    if method == "zero_grad":
+    if method in ZERO_GRAD_METHODS:
         if args and OPTIMIZER in kinds(args[0]):
             # `strategy.zero_grad(optimizer)` (ludwig's distributed strategies): a helper
             # clearing the optimizer it is handed, as `scaler.step(optimizer)` steps it.
             return ZeroGradCall(call, args[0], f"{dotted(owner) or '...'}.zero_grad(...)")
-        return ZeroGradCall(call, owner, f"{dotted(owner) or '...'}.zero_grad()")
+        return ZeroGradCall(call, owner, f"{dotted(owner) or '...'}.{method}()")
     return None
 
 

@@ -48,8 +48,8 @@ from graphlint.model.guards import (
     tested_locals,
 )
 from graphlint.model.names import (
-    CUTTING_BUILTINS, PARAMETER_METHODS, PASSING_BUILTINS, bound_names, dotted, is_optimizer_class, is_torch_factory,
-    last_part, positional, related_paths,
+    CUTTING_BUILTINS, PARAMETER_METHODS, PASSING_BUILTINS, ZERO_GRAD_METHODS, bound_names, dotted,
+    is_optimizer_class, is_torch_factory, last_part, positional, related_paths,
 )
 from graphlint.model.statements import assigned_paths
 from graphlint.model.program import (
@@ -745,7 +745,7 @@ class EventGraph:
         for sub in _calls_and_grad_writes(found[1].body):
             if (isinstance(sub, _GradWrite) and sub.kind == "Z") or (
                 type(sub.func) is cst.Attribute
-                and sub.func.attr.value in ("zero_grad", "zero_")
+                and (sub.func.attr.value in ZERO_GRAD_METHODS or sub.func.attr.value == "zero_")
             ):
                 return True
         return False
@@ -841,7 +841,8 @@ def _clears(sub) -> bool:
     if isinstance(sub, _GradWrite):
         return True
     name = sub.func.attr.value if type(sub.func) is cst.Attribute else dotted(sub.func) or ""
-    return name.rsplit(".", 1)[-1].startswith("zero_grad") or name == "zero_"
+    last = name.rsplit(".", 1)[-1]
+    return last.startswith("zero_grad") or last in ZERO_GRAD_METHODS or name == "zero_"
 
 
 def _calls_and_grad_writes(root, fors: tuple = ()):

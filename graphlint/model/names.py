@@ -85,6 +85,10 @@ TORCH_CUTTING = frozenset({
     "inference_mode", "enable_grad", "set_grad_enabled", "save", *_BOOLEAN_OPERATIONS,
 })
 
+# Methods of an optimizer that clear the gradients it steps: Paddle's optimizers
+# (behind deepxde's backend switch) spell `zero_grad` as `clear_grad`.
+ZERO_GRAD_METHODS = frozenset({"zero_grad", "clear_grad"})
+
 OPTIMIZER_CLASSES = frozenset({
     "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "Rprop", "ASGD",
     "LBFGS", "NAdam", "RAdam", "SparseAdam", "Adafactor", "Lion", "LAMB", "Lamb",

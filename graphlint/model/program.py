@@ -29,6 +29,7 @@ from graphlint.model.names import (
     positional,
     PARAMETER_FREE_MODULES,
     SCALER_CLASSES,
+    ZERO_GRAD_METHODS,
 )
 
 MODULE = "module"
@@ -1048,7 +1049,7 @@ class _KindCollector:
                 arg = dotted(node.args[0].value)
                 if arg and SCALER in self.program.kinds(self.scope, owner):
                     self._add(arg, OPTIMIZER)
-        elif method == "zero_grad":
+        elif method in ZERO_GRAD_METHODS:
             if not (node.args and node.args[0].keyword is None and not is_literal(node.args[0].value)):
                 # (`strategy.zero_grad(optimizer)` clears the optimizer it is handed.)
                 self.zero_grads.add(owner)
