@@ -87,9 +87,33 @@ class _Recurrent:
 def _evidenced(model: ModuleModel, backward, origin, roots) -> bool:
     site = model.sites[origin[0]]
     built_before_loop = backward.loop is not None and backward.loop not in site.loops
-    return model.origin_is_graph(origin, certain=built_before_loop, roots=roots) and (
+    if model.origin_is_graph(origin, certain=built_before_loop, roots=roots) and (
         not built_before_loop or site.strength >= 3 or origin[0] in roots
-    )
+    ):
+        return True
+    return built_before_loop and _sole_source_of_the_graph(model, backward, origin)
+
+
+def _sole_source_of_the_graph(model: ModuleModel, backward, origin) -> bool:
+    """Whether ``origin`` is the only place the backwarded value's graph can come from.
+
+    `out = model(x)` of an untyped `model` before the loop is a likely forward, not a
+    sure one. But when the loss backwarded in the loop is computed from it and from
+    nothing else that could require grad (no leaf, no parameters, no other forward:
+    `loss = (out - y).pow(2).mean()`), its first backward working is the evidence:
+    the graph is `out`'s, and the next iteration walks it again.
+    """
+    if model.sites[origin[0]].strength < 2 or model.one_element_of_many(backward.value):
+        return False
+    for other in backward.value:
+        if other[0] == origin[0] or other in model.markers_without_graph:
+            continue
+        if other[0] < 0:
+            return False  # the module's parameters
+        site = model.sites[other[0]]
+        if site.leaf or other[0] not in backward.roots or site.callee_sets:
+            return False  # another source: a leaf, another value, a forward of its own
+    return True
 
 
 def _one_part_backwarded_twice(site, read, read_before) -> bool:

@@ -11,7 +11,7 @@ from graphlint.model.gradorder import Violation, analyse_order
 from graphlint.model.positions import Positions
 from graphlint.model.program import Program
 from graphlint.model.relevance import Relevant, relevant_scopes, spell_scopes
-from graphlint.model.provenance import CERTAIN, LIKELY, OLDEST, OUTER, AnalysisBudgetExceeded, Facts, Interpreter, Site
+from graphlint.model.provenance import CERTAIN, ELEMENT, LIKELY, NEW, OLDEST, OUTER, AnalysisBudgetExceeded, Facts, Interpreter, Site
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,15 @@ class ModuleModel:
 
     def site_line(self, site_id: int) -> int:
         return self.line(self.sites[site_id].stmt)
+
+    # Markers in a value that are no graph of their own: "a node is made here" (NEW).
+    markers_without_graph = frozenset({NEW})
+
+    @staticmethod
+    def one_element_of_many(origins) -> bool:
+        """Whether the value was read as one element of a container (``queue.pop()``,
+        ``outputs[i]``, ``for loss in losses``): it holds the graph of one of them, unknown which."""
+        return ELEMENT in origins
 
     def carries_graph(self, origins, *, certain: bool = False, roots=frozenset()) -> bool:
         """Whether a value with these origins surely holds an autograd graph.
