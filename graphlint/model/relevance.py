@@ -96,7 +96,7 @@ def relevant_scopes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> Re
     }
 
     def backward_trigger(s: Spelled) -> bool:
-        return bool(s.words & backward_words) or any(part in word for word in s.words for part in _BACKWARD_PARTS)
+        return bool(s.words & backward_words) or _spells_a_part(s, _BACKWARD_PARTS)
 
     def hyperparameter_trigger(s: Spelled) -> bool:
         return bool(s.words & (_HYPERPARAMETER_WORDS | group_words)) or s.defaults_write
@@ -126,7 +126,14 @@ def relevant_scopes(program: Program, spelled: dict[cst.CSTNode, Spelled]) -> Re
 
 def _announces_a_loop(s: Spelled) -> bool:
     """Spells a training or evaluation loop's housekeeping (the prefilter's GL005 needle)."""
-    return bool(s.words & _LOOP_WORDS) or any(part in word for word in s.words for part in _LOOP_PARTS)
+    return bool(s.words & _LOOP_WORDS) or _spells_a_part(s, _LOOP_PARTS)
+
+
+def _spells_a_part(s: Spelled, parts) -> bool:
+    """A part of an import path (`autograd`) as a name or a component of a dotted one
+    (`torch.autograd.grad`, `import torch.autograd`), not inside a name of the code's
+    own: torchani's `_calc_needs_autograd` runs no backward."""
+    return any(part in word and part in word.split(".") for word in s.words for part in parts)
 
 
 def _spelling(spelled: dict, trigger) -> set:
