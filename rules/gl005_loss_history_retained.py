@@ -68,6 +68,8 @@ def check(model: ModuleModel) -> Iterator[Diagnostic]:
         graph = [o for o in acc.added if model.origin_is_graph(o, certain=True) and not model.sites[o[0]].leaf]
         if not graph or _beside_an_objective(index, acc) or _derivatives_kept_differentiable(index, acc):
             continue
+        if _built_before_every_loop(model, acc, graph):
+            continue
         if _backwarded_by_a_method(model, acc) or _sibling_of_the_backwarded_part(model, index, acc):
             continue  # (a list one hook fills and another sums and backwards: meta-losses)
         if acc.loop in facts.active_loops:
@@ -109,6 +111,15 @@ class _Index:
         self.differentiable = {
             target for site in facts.differentiable_grad_sites for target in model.sites[site].targets
         }
+
+
+def _built_before_every_loop(model, acc, graph) -> bool:
+    """Every graph the accumulation adds was built outside all the loops whose iterations
+    the accumulator outlives (torchdyn's multiple-shooting solver stores the rows of a
+    solution computed before its loop, taking a gradient of each row in the loop): those
+    iterations add nodes on one graph, and retain none of their own."""
+    outlived = set(acc.outlived)
+    return bool(outlived) and all(outlived.isdisjoint(model.sites[origin[0]].loops) for origin in graph)
 
 
 def _retained_over_enclosing_loop(model, acc, graph) -> bool:
