@@ -56,6 +56,7 @@ from graphlint.model.provenance import (
     State,
     item_path,
 )
+from graphlint.model.statements import calls_something, read_names
 
 # Methods returning (part of) the receiver's content.
 _CONTAINER_READS = frozenset({"get", "pop", "values", "items", "copy", "popleft", "clone", "contiguous"})
@@ -282,14 +283,40 @@ class _CallEvaluator:
         are known (`losses = [mse(out, y), out.abs().mean()]`), the nodes every item's
         graph holds: whichever item is backwarded first frees them (the forward both
         losses share). Nothing for any other element of a container."""
-        if type(target) is not cst.Name or target.value not in self.frame.iterating:
+        container = self._iterated_container(target)
+        if container is None:
             return EMPTY
-        container = self.frame.iterating[target.value]
         env, below = self.ctx.state.env, container + "["
         items = [value for key, value in env.items() if key.startswith(below) and key.count("[") == container.count("[") + 1]
         if len(items) < 2 or not env.get(container, EMPTY) <= frozenset().union(*items):
             return EMPTY
-        return frozenset.intersection(*items)
+        # The display's own statement is one site for all its items, however separate
+        # their forwards (`{"small": small(x).sum(), "large": large(x).sum()}`).
+        sites = self.interp.sites
+        return frozenset(
+            origin for origin in frozenset.intersection(*items)
+            if origin[0] < 0 or container not in sites[origin[0]].targets
+        )
+
+    def _iterated_container(self, target: cst.BaseExpression) -> str | None:
+        """The container whose elements the loop hands the backward one by one: ``loss`` in
+        ``for loss in losses``, or ``losses[k]`` in ``for k in losses`` (a dict's keys)."""
+        iterating = self.frame.iterating
+        if type(target) is cst.Name:
+            if target.value in iterating:
+                return iterating[target.value]
+            # `lc = l * world_size; lc.backward()` in `for l in losses` (nequip): a value
+            # computed from one element alone (and constants) is that element's graph.
+            bound = self.program.first_assignment(self.frame.scope, target.value)
+            read = read_names(bound) & iterating.keys() if bound is not None and not calls_something(bound) else ()
+            return iterating[next(iter(read))] if len(read) == 1 else None
+        if type(target) is not cst.Subscript or len(target.slice) != 1 or type(target.slice[0].slice) is not cst.Index:
+            return None
+        key = target.slice[0].slice.value
+        if type(key) is not cst.Name or key.value not in iterating:
+            return None
+        container = self.interp.path(self.frame, target.value)
+        return container if container is not None and iterating[key.value] == container else None
 
     def _roots(self, target: cst.BaseExpression, value: frozenset, retain: bool) -> frozenset:
         if not retain:
