@@ -425,6 +425,8 @@ class _CallEvaluator:
         if self.program.is_frozen(kinds):
             return self.frozen_call()
         cls = self.program.class_of_instance(kinds)
+        if cls is None and name == "self" and frame.scope.cls is not None:
+            cls = frame.scope.cls  # `out = self(x)`: the class's own forward or __call__
         if cls is not None:
             return self.instance_call(cls, func)
         if kinds & {OPTIMIZER, SCHEDULER, SCALER, ACCELERATOR}:
