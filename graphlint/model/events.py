@@ -11,7 +11,7 @@ from typing import Callable
 
 from graphlint.model import syntax as cst
 
-from graphlint.model.names import ZERO_GRAD_METHODS, dotted, is_false, is_true, keyword, positional
+from graphlint.model.names import STRING_LITERALS, ZERO_GRAD_METHODS, dotted, is_false, is_true, keyword, positional
 from graphlint.model.program import ACCELERATOR, CLEARING_ENGINE, MODULE, OPTIMIZER, SCALER
 
 Origin = tuple[int, bool]
@@ -115,8 +115,13 @@ def recognise(
 
 
 def _looks_like_tensor_expr(expr: cst.BaseExpression) -> bool:
-    """``scaler.scale(loss)``, ``(a + b)``, ``loss.mean()``: a tensor, not a wrapper object."""
-    return type(expr) in (cst.Call, cst.BinaryOperation, cst.Subscript, cst.UnaryOperation)
+    """``scaler.scale(loss)``, ``(a + b)``, ``loss.mean()``, ``losses[0]``: a tensor, not a
+    wrapper object. An item looked up by name (``optim_wrapper["disc"]``, mmengine's
+    wrappers by model part) may be either: the values decide (see recognise)."""
+    if type(expr) is cst.Subscript:
+        return not (len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index
+                    and type(expr.slice[0].slice.value) in STRING_LITERALS)
+    return type(expr) in (cst.Call, cst.BinaryOperation, cst.UnaryOperation)
 
 
 # ----- facts recorded by the provenance pass -----
