@@ -1441,14 +1441,15 @@ class _StmtContext:
         """Path suffix (`['seg']`) -> value of a dict display with literal keys (`{"seg":
         a, "depth": b}`), each value a node of its own as a tuple display's parts are
         (see tuple_parts)."""
-        if type(expr) is not cst.Dict or not expr.elements or self.site is None:
+        items = _keyed_items(expr)
+        if not items or self.site is None:
             return None
-        keys = [_literal_key(e.key) if type(e) is cst.DictElement else None for e in expr.elements]
+        keys = [key for key, _ in items]
         if None in keys or len(set(keys)) != len(keys):
             return None
         holding = [f"{self.frame.prefix}<value {key!r} of the dict at {id(expr)}>" for key in keys]
-        for hold, element in zip(holding, expr.elements):
-            value = self.eval(element.value) if _reads_only(element.value) else self.element_node(element.value)
+        for hold, (_, element) in zip(holding, items):
+            value = self.eval(element) if _reads_only(element) else self.element_node(element)
             self.state.put(hold, value)  # (into the state the evaluation left: a helper replaces it)
         return {item_path("", key): self.state.env.pop(hold) for key, hold in zip(keys, holding)}
 
@@ -1715,9 +1716,10 @@ class _StmtContext:
         key holds its own value, so ``state["model"]`` reads the model alone (the dict as a
         whole still holds them all: State.get merges its items). A value computed here
         (``{"loss": a + b, "n": x.shape[0]}``) holds the statement's node, or nothing."""
-        if type(value_expr) is not cst.Dict or self.no_grad:
+        items = _keyed_items(value_expr)
+        if items is None or self.no_grad:
             return
-        keys = [_constant_key(element) for element in value_expr.elements]
+        keys = [key for key, _ in items]
         path = self.interp.path(self.frame, target)
         # (A large table stays one value: every item is a path the state walks.)
         if path is None or None in keys or len(set(keys)) != len(keys) or len(keys) > _MAX_SPLIT_KEYS:
@@ -1725,9 +1727,9 @@ class _StmtContext:
         state = self.state
         whole = state.get(path)
         state.set(path, EMPTY)
-        for key, element in zip(keys, value_expr.elements):
-            part = self.eval_quiet(element.value)
-            if part and not _held(element.value):
+        for key, element in items:
+            part = self.eval_quiet(element)
+            if part and not _held(element):
                 part = whole
             state.put(item_path(path, key), part)
 
@@ -2432,6 +2434,19 @@ def _literal_key(expr: cst.BaseExpression) -> str | None:
 def _constant_key(element) -> str | None:
     """A dict display element's key as Interpreter.path spells it (None: computed, or `**d`)."""
     return _literal_key(element.key) if type(element) is cst.DictElement else None
+
+
+def _keyed_items(expr: cst.BaseExpression) -> list[tuple[str | None, cst.BaseExpression]] | None:
+    """(key, value) of a dict built in place: a display (`{"a": x}`, a key None when
+    computed or `**d`), or the builtin spelled with keywords (`dict(a=x, b=y)`)."""
+    if type(expr) is cst.Dict:
+        return [(_constant_key(element), element.value) for element in expr.elements]
+    if (
+        type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "dict" and expr.args
+        and all(arg.keyword is not None and not arg.star for arg in expr.args)
+    ):
+        return [(arg.keyword.value, arg.value) for arg in expr.args]
+    return None
 
 
 def _merged_per_key(known, new: dict | None, returned: cst.BaseExpression, union):
