@@ -78,6 +78,13 @@ def test_fix_json_has_ruffs_shape() -> None:
     }
 
 
+def test_fix_message_brackets_an_expression_as_the_edit_does() -> None:
+    source = LEAK.format(comment="").replace("    total += loss\n", "    total += loss - loss.mean()\n")
+    [finding] = attach_fixes(check_source(source, "leak.py"), source, "leak.py")
+    assert finding.fix.message == "Accumulate `(loss - loss.mean()).detach()` instead of the graph-carrying value"
+    assert fix_text(source, "leak.py").text.count("total += (loss - loss.mean()).detach()") == 1
+
+
 def test_several_fixes_compose_in_one_run() -> None:
     outcome = fix_text(EVERYTHING, "everything.py", unsafe=True)
     assert sorted(f.code for f in outcome.fixed) == ["GL002", "GL003", "GL004", "GL005"]

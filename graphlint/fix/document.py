@@ -158,6 +158,13 @@ class Document:
             return [Edit(end, end, suffix)]
         return [Edit(start, start, "("), Edit(end, end, ")" + suffix)]
 
+    def appended(self, expr: libcst.BaseExpression, suffix: str) -> str:
+        """The text ``append_to`` makes of ``expr`` (for a fix's title)."""
+        code = self.code(expr).strip()
+        if isinstance(expr, _ATOMS) or getattr(expr, "lpar", ()):
+            return code + suffix
+        return f"({code}){suffix}"
+
     def wrap_in(self, expr: libcst.BaseExpression, function: str) -> list[Edit]:
         start, end = self.outer_range(expr)
         return [Edit(start, start, function + "("), Edit(end, end, ")")]

@@ -62,7 +62,7 @@ def fix(finding: Finding, document: Document) -> Fix | None:
         edits.extend(document.append_to(use.args[0].value, ".detach()"))
     (name,) = discriminators
     return Fix(
-        f"Detach the generator output in the discriminator loss: `{name}({document.code(fake)}.detach())`",
+        f"Detach the generator output in the discriminator loss: `{name}({document.appended(fake, '.detach()')})`",
         UNSAFE,
         tuple(edits),
     )

@@ -41,7 +41,7 @@ def fix(finding: Finding, document: Document) -> Fix | None:
         method = "item" if _holds_a_number(accumulator, statement, document) else "detach"
     applicability = UNSAFE if _uses_parameters(value, statement, document) else SAFE
     return Fix(
-        f"Accumulate `{document.code(value).strip()}.{method}()` instead of the graph-carrying value",
+        f"Accumulate `{document.appended(value, f'.{method}()')}` instead of the graph-carrying value",
         applicability,
         tuple(document.append_to(value, f".{method}()")),
     )
