@@ -1079,6 +1079,10 @@ class Interpreter:
                         # `for s in state: s.detach_()` cuts every element of the container.
                         state.set(container, EMPTY)
                         ctx._cut(container)
+                keyed = _keys_iterated(stmt)
+                if keyed is not None and self.path(frame, keyed[1]) is not None:
+                    # `for k in d.keys()`, `for i, k in enumerate(d)`: `d[k]` is an item of d.
+                    frame.iterating[keyed[0]] = self.path(frame, keyed[1])
             else:
                 ctx.eval(stmt.test)
             return ctx.state
@@ -2434,6 +2438,23 @@ def _literal_key(expr: cst.BaseExpression) -> str | None:
 def _constant_key(element) -> str | None:
     """A dict display element's key as Interpreter.path spells it (None: computed, or `**d`)."""
     return _literal_key(element.key) if type(element) is cst.DictElement else None
+
+
+def _keys_iterated(stmt: cst.For) -> tuple[str, cst.BaseExpression] | None:
+    """(key variable, dict) of `for k in d.keys()` and `for i, k in enumerate(d)` (or of
+    `d.keys()`); None for any other loop (`for k in d` is a plain iteration)."""
+    target, iterable = stmt.target, stmt.iter
+    if (
+        type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "enumerate"
+        and len(iterable.args) == 1 and type(target) is cst.Tuple and len(target.elements) == 2
+    ):
+        target, iterable = target.elements[1].value, iterable.args[0].value
+    if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and iterable.func.attr.value == "keys" \
+            and not iterable.args:
+        iterable = iterable.func.value
+    elif target is stmt.target:
+        return None
+    return (target.value, iterable) if type(target) is cst.Name else None
 
 
 def _keyed_items(expr: cst.BaseExpression) -> list[tuple[str | None, cst.BaseExpression]] | None:
