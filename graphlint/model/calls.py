@@ -21,6 +21,7 @@ from graphlint.model.names import (
     TENSOR_METHODS,
     TORCH_CUTTING,
     is_false,
+    is_integer_literal,
     dotted,
     is_module_housekeeping,
     is_module_class,
@@ -73,10 +74,7 @@ def _pops_one_element(method: str, call: cst.Call) -> bool:
         return False
     if not call.args:
         return True
-    index = call.args[0].value
-    if type(index) is cst.UnaryOperation and type(index.operator) is cst.Minus:
-        index = index.expression
-    return call.args[0].keyword is None and type(index) is cst.Integer
+    return call.args[0].keyword is None and is_integer_literal(call.args[0].value)
 
 
 class _CallEvaluator:
@@ -530,14 +528,19 @@ class _CallEvaluator:
         passed = frozenset(o for o in self.args_value() if not (o[0] >= 0 and sites[o[0]].leaf))
         return passed | self.forward(WEAK, None)
 
+    def _assigned_to(self) -> str | None:
+        """The path of ``x`` when the call is a whole statement ``x = f(...)``."""
+        stmt = self.ctx.stmt
+        if type(stmt) is not cst.Assign or stmt.value is not self.call:
+            return None
+        return self.ctx.construct_target
+
     def rebinds_its_only_argument(self) -> bool:
         """The call is a whole statement ``x = f(x)``: one positional argument, assigned back to it."""
-        stmt, args = self.ctx.stmt, self.call.args
-        if type(stmt) is not cst.Assign or stmt.value is not self.call:
-            return False
+        args = self.call.args
         if len(args) != 1 or args[0].keyword is not None or args[0].star:
             return False
-        target = self.ctx.construct_target
+        target = self._assigned_to()
         return target is not None and self.interp.path(self.frame, args[0].value) == target
 
     def rebinds_its_detached_argument(self) -> bool:
@@ -546,10 +549,7 @@ class _CallEvaluator:
         new value (norse's `weights = correlation_based_update(ts, weights.detach(), ...)`).
         The caller cut the state on purpose; what the update returns is as unknown as
         ``repackage_hidden(hidden)``'s."""
-        stmt = self.ctx.stmt
-        if type(stmt) is not cst.Assign or stmt.value is not self.call:
-            return False
-        target = self.ctx.construct_target
+        target = self._assigned_to()
         if target is None:
             return False
         for arg in self.call.args:

@@ -328,6 +328,13 @@ def is_scheduler_class(qualified: str) -> bool:
     return "lr_scheduler" in qualified or qualified.endswith(("LR", "Scheduler", "Plateau"))
 
 
+def is_integer_literal(expr: cst.BaseExpression) -> bool:
+    """An integer as written, negative or not (`0`, `-1`)."""
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus:
+        expr = expr.expression
+    return type(expr) is cst.Integer
+
+
 def is_literal(expr: cst.BaseExpression) -> bool:
     """A number, a string, True, False or None, as written."""
     if type(expr) is cst.UnaryOperation:

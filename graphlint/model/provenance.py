@@ -38,6 +38,7 @@ from graphlint.model.names import (
     constant_string,
     display_parts,
     dotted,
+    is_integer_literal,
     is_literal,
     is_torch_factory,
     paired_parts,
@@ -1080,9 +1081,10 @@ class Interpreter:
                         state.set(container, EMPTY)
                         ctx._cut(container)
                 keyed = _keys_iterated(stmt)
-                if keyed is not None and self.path(frame, keyed[1]) is not None:
+                keyed_container = self.path(frame, keyed[1]) if keyed is not None else None
+                if keyed_container is not None:
                     # `for k in d.keys()`, `for i, k in enumerate(d)`: `d[k]` is an item of d.
-                    frame.iterating[keyed[0]] = self.path(frame, keyed[1])
+                    frame.iterating[keyed[0]] = keyed_container
             else:
                 ctx.eval(stmt.test)
             return ctx.state
@@ -2404,13 +2406,7 @@ def _returns_indices(expr: cst.BaseExpression) -> bool:
         return True
     args = positional(expr)
     dim = args[1:2] if dotted(expr.func.value) == "torch" else args[:1]
-    return bool(dim) and _is_integer(dim[0])
-
-
-def _is_integer(expr: cst.BaseExpression) -> bool:
-    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus:
-        expr = expr.expression
-    return type(expr) is cst.Integer
+    return bool(dim) and is_integer_literal(dim[0])
 
 
 def _unkept_item(env: dict[str, frozenset], key: str) -> frozenset:
